@@ -10,6 +10,7 @@ from ._app import app
 
 # One module per command group; each registers its commands on `app` when imported.
 _COMMAND_MODULES = [
+    "metrics_cmd",
     "parse_cmd",
 ]
 

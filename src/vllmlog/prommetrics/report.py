@@ -126,9 +126,15 @@ def latency_quantiles(a: Snapshot | None, b: Snapshot, family: str) -> dict[str,
     out: dict[str, Any] = {"metric": family, "estimate": "bucket",
                            "basis": "window" if a is not None else "since_start",
                            "count": buckets[-1][1] if buckets else 0.0}
+    coarse = []
+    finite = [(le, c) for le, c in buckets if le != float("inf")]
     for q in QUANTILES:
         v = histogram_quantile(q, buckets)
         out[f"p{round(q * 100)}"] = None if v is None else round(v, 6)
+        if v is not None and finite and q * out["count"] <= finite[0][1]:
+            coarse.append(f"p{round(q * 100)}")  # only "≤ first bucket bound" is really known
+    out["first_bucket_le"] = finite[0][0] if finite else None
+    out["in_first_bucket"] = coarse
     mean = histogram_mean(a, b, family)
     out["mean"] = None if mean is None else round(mean, 6)
     return out

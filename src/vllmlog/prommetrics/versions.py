@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+from ..errors import InputError
 
 from .catalog import CATALOG, LATEST, Version, default_engine, engines_for, format_version, parse_version
 from .exposition import Snapshot
@@ -86,3 +89,23 @@ def guess_version(snap: Snapshot) -> VersionGuess:
 def engine_of(version: Version) -> str:
     """Default engine generation of a release (re-exported for callers)."""
     return default_engine(version)
+
+
+_LOG_VERSION = re.compile(
+    r"(?:Initializing an? (?:V[01] )?LLM engine \(v|vLLM API server version |vLLM server version |"
+    r"version )(?P<v>\d+\.\d+(?:\.\d+)?)")
+
+
+def version_from_log(path: str, max_bytes: int = 8 << 20) -> Version | None:
+    """The release a vLLM log announces (engine init line, API-server/banner version), or None."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(max_bytes).decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from exc
+    for line in head.splitlines():
+        if "ersion" in line or "LLM engine (v" in line:
+            m = _LOG_VERSION.search(line)
+            if m:
+                return parse_version(m.group("v"))
+    return None
