@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .errors import ConfigError, InputError, VllmlogError
 from .model import Event
+from .reader import ParseStats, iter_batches, parse, to_frame
 
 __version__ = "0.1.0"
 
-__all__ = ["Event", "VllmlogError", "InputError", "ConfigError", "__version__"]
+__all__ = ["parse", "iter_batches", "to_frame", "ParseStats", "Event", "VllmlogError", "InputError", "ConfigError", "__version__"]

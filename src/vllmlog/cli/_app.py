@@ -12,3 +12,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
+
+
+@app.callback()
+def _root() -> None:
+    """vllmlog: what happened to each request, is the service healthy, what broke and which flag fixes it."""

@@ -1,12 +1,88 @@
-"""`vllmlog parse`: logs → typed events."""
+"""`vllmlog parse`: logs → typed events (JSON lines) or counts of what was read."""
+
 from __future__ import annotations
 
+import sys
+
+import orjson
+import typer
+from rich.table import Table
+
+from ..reader import ParseStats, iter_batches
 from ._app import app
+from .common import JsonOpt, OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt, progress_bar, stdout_console
 
 
-@app.command("version")
-def version() -> None:
-    """Print vllmlog's version."""
-    from .. import __version__
+@app.command("parse")
+def parse_cmd(
+    logs: PathsT = PathsArg,
+    jsonl: bool = typer.Option(False, "--jsonl", help="Write one JSON object per event (the default output)."),
+    stats: bool = typer.Option(False, "--stats", help="Print counts per kind and the top unknown-line templates instead of events."),
+    json_out: bool = JsonOpt,
+    output: OptStr = OutOpt,
+    year: OptInt = YearOpt,
+    top: int = typer.Option(20, "--top", help="How many unknown templates --stats lists."),
+) -> None:
+    """Parse vLLM logs into typed events: every line lands in exactly one event."""
+    st = ParseStats()
+    out = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115
+    try:
+        with progress_bar(logs) as prog:
+            if stats and not jsonl:
+                for _ in iter_batches(logs, year=year, stats=st, keep_text=False, progress=prog):
+                    pass
+            else:
+                dumps = orjson.dumps
+                opt = orjson.OPT_APPEND_NEWLINE
+                write = out.write
+                for batch in iter_batches(logs, year=year, stats=st, progress=prog):
+                    write(b"".join([dumps(e.to_dict(), option=opt, default=str) for e in batch]))
+    except BrokenPipeError:
+        return
+    finally:
+        if output:
+            out.close()
+        else:
+            try:
+                out.flush()
+            except BrokenPipeError:
+                pass
+    if stats:
+        _print_stats(st, json_out, top, to_stderr=jsonl and not output)
 
-    print(__version__)
+
+def _print_stats(st: ParseStats, as_json: bool, top: int, to_stderr: bool) -> None:
+    if as_json:
+        data = orjson.dumps(st.to_dict(top), option=orjson.OPT_INDENT_2).decode()
+        print(data, file=sys.stderr if to_stderr else sys.stdout)
+        return
+    con = stdout_console()
+    d = st.to_dict(top)
+    con.print(f"[bold]{d['lines']:,}[/] lines → [bold]{d['events']:,}[/] events "
+              f"({d['lines_accounted_for']:,} lines accounted for)")
+    for inp in d["inputs"]:
+        notes = []
+        if inp["gzip"]:
+            notes.append("gzip")
+        if inp["invalid_utf8_lines"]:
+            notes.append(f"{inp['invalid_utf8_lines']} lines with invalid UTF-8 (replaced)")
+        if inp["truncated_lines"]:
+            notes.append(f"{inp['truncated_lines']} over-long lines truncated")
+        if inp["incomplete"]:
+            notes.append(f"[yellow]incomplete: {inp['incomplete']}[/]")
+        con.print(f"  {inp['path']}: {inp['lines']:,} lines" + (f" ({'; '.join(notes)})" if notes else ""))
+    t = Table(title="events by kind", show_edge=False)
+    t.add_column("kind")
+    t.add_column("count", justify="right")
+    for k, c in d["kinds"].items():
+        t.add_row(k, f"{c:,}")
+    con.print(t)
+    if d["unknown_templates"]:
+        u = Table(title=f"top unknown templates (of {len(st.unknown_templates):,})", show_edge=False)
+        u.add_column("count", justify="right")
+        u.add_column("kind")
+        u.add_column("template", overflow="fold")
+        u.add_column("first seen")
+        for row in d["unknown_templates"]:
+            u.add_row(f"{row['count']:,}", row["kind"], row["template"][:160], f"{row['first']['file']}:{row['first']['line']}")
+        con.print(u)

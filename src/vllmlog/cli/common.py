@@ -1,0 +1,53 @@
+"""Options shared by many commands, declared once; console helpers; progress bars on stderr."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Iterator, List, Optional
+
+import typer
+from rich.console import Console
+
+PathsArg = typer.Argument(..., help="vLLM log files (plain or .gz); - reads standard input.", metavar="LOG...")
+YearOpt = typer.Option(None, "--year", help="Year of the log's MM-DD timestamps (default: the file's modification year).")
+JsonOpt = typer.Option(False, "--json", help="Machine-readable JSON output.")
+OutOpt = typer.Option(None, "--output", "-o", help="Write to this file instead of standard output.")
+
+PathsT = List[str]
+OptInt = Optional[int]
+OptStr = Optional[str]
+
+stderr = Console(stderr=True)
+
+
+def stdout_console(width: int | None = None) -> Console:
+    """The console for human output (100 columns when not a terminal, so output fits reports)."""
+    return Console(width=width or (None if sys.stdout.isatty() else 100), soft_wrap=False)
+
+
+@contextmanager
+def progress_bar(paths: list[str], enabled: bool = True) -> Iterator[object]:
+    """A byte-based progress bar on stderr for long inputs (quiet for small files and pipes)."""
+    import os
+
+    total = 0
+    for p in paths:
+        if p == "-":
+            total = 0
+            break
+        try:
+            total += os.path.getsize(p)
+        except OSError:
+            pass
+    if not enabled or total < 32 * 1024 * 1024 or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    with Progress(
+        TextColumn("[bold]reading"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+        console=stderr, transient=True,
+    ) as prog:
+        task = prog.add_task("read", total=total)
+        yield lambda n: prog.advance(task, n)

@@ -1,0 +1,143 @@
+"""Reading inputs: files, ``-`` for stdin, gzip; bad input becomes a clear error or a counted skip.
+
+Lines are numbered as ``wc -l`` and editors number them: only ``\\n`` ends a line (a lone ``\\r``
+inside a line does not). Memory stays flat: a line longer than ``MAX_LINE`` bytes is read in
+pieces and kept truncated.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import stat
+import sys
+import zlib
+from dataclasses import dataclass, field
+from typing import BinaryIO, Iterator
+
+from .errors import InputError
+
+MAX_LINE = 1 << 20  # bytes of one physical line that are kept; the rest is skipped and counted
+_SNIFF = 8192
+
+
+@dataclass
+class InputStats:
+    """What happened while reading one input."""
+
+    path: str
+    lines: int = 0
+    bytes: int = 0
+    invalid_utf8_lines: int = 0
+    truncated_lines: int = 0
+    truncated_bytes: int = 0
+    gzip: bool = False
+    incomplete: str | None = None
+    """Set when the input ended early (truncated gzip, read error): what happened."""
+    notes: list[str] = field(default_factory=list)
+
+
+def check_path(path: str) -> None:
+    """Raise ``InputError`` unless ``path`` is ``-`` or a readable regular file (or FIFO)."""
+    if path == "-":
+        return
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file", hint="check the path; use - to read standard input") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{path}: is a directory", hint=f"pass the log files inside it, e.g. {path.rstrip('/')}/*.log")
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+        raise InputError(f"{path}: not a regular file")
+
+
+def _open(path: str) -> tuple[BinaryIO, bool]:
+    if path == "-":
+        raw: BinaryIO = sys.stdin.buffer
+    else:
+        try:
+            raw = open(path, "rb")  # noqa: SIM115
+        except OSError as exc:
+            raise InputError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    head = raw.peek(_SNIFF)[:_SNIFF] if hasattr(raw, "peek") else b""
+    if head[:2] == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw, mode="rb"), True  # type: ignore[return-value]
+    if _looks_binary(head):
+        raw.close() if path != "-" else None
+        raise InputError(
+            f"{path}: looks like a binary file, not a text log",
+            hint="pass the vLLM server's text output (stdout/stderr capture), plain or .gz",
+        )
+    return raw, False
+
+
+def _looks_binary(head: bytes) -> bool:
+    if not head:
+        return False
+    if b"\x00" in head:
+        return True
+    ctrl = sum(1 for b in head if b < 9 or 13 < b < 27 or 27 < b < 32)
+    return ctrl > len(head) * 0.10
+
+
+def read_lines(path: str, stats: InputStats | None = None) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for every physical line of an input (``\\n`` removed)."""
+    check_path(path)
+    st = stats if stats is not None else InputStats(path)
+    f, is_gz = _open(path)
+    st.gzip = is_gz
+    n = 0
+    readline = f.readline
+    try:
+        if is_gz:
+            sniffed = False
+        while True:
+            try:
+                b = readline(MAX_LINE)
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                st.incomplete = f"compressed stream ends early or is corrupt ({type(exc).__name__}); read {n} lines"
+                break
+            except OSError as exc:
+                st.incomplete = f"read error: {exc}"
+                break
+            if not b:
+                break
+            if is_gz and not sniffed:
+                sniffed = True
+                if _looks_binary(b[:_SNIFF]):
+                    raise InputError(f"{path}: decompresses to binary data, not a text log")
+            st.bytes += len(b)
+            if len(b) >= MAX_LINE and not b.endswith(b"\n"):
+                # an over-long line: keep the first MAX_LINE bytes, skip the rest of it
+                extra = 0
+                while True:
+                    try:
+                        more = readline(MAX_LINE)
+                    except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+                        st.incomplete = f"compressed stream ends early or is corrupt ({type(exc).__name__})"
+                        more = b""
+                    extra += len(more)
+                    if not more or more.endswith(b"\n"):
+                        break
+                st.bytes += extra
+                st.truncated_lines += 1
+                st.truncated_bytes += extra
+            n += 1
+            if b.endswith(b"\n"):
+                b = b[:-1]
+            try:
+                s = b.decode("utf-8")
+            except UnicodeDecodeError:
+                s = b.decode("utf-8", "replace")
+                st.invalid_utf8_lines += 1
+            yield n, s
+            if st.incomplete:
+                break
+    finally:
+        st.lines = n
+        if path != "-":
+            f.close()

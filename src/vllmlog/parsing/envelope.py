@@ -1,0 +1,46 @@
+"""The envelope: wrappers (docker compose, kubectl, Ray), ANSI codes, process tags, and vLLM's
+``LEVEL MM-DD HH:MM:SS [file.py:N] message`` prefix (V0 without brackets, V1 with), uvicorn's
+``INFO:     message``, and JSON log records."""
+
+from __future__ import annotations
+
+import re
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+# docker compose: "vllm-1  | ", "vllm_server_1 | "
+DOCKER = re.compile(r"^[A-Za-z0-9][\w.-]{0,62}\s*\| ")
+# kubectl logs --timestamps / docker logs -t: RFC 3339 prefix
+K8S_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) ")
+# (APIServer pid=1), (VllmWorker rank=0 pid=7), (RayWorkerWrapper pid=9, ip=10.0.0.2)
+PROC = re.compile(r"^\(([^()]*?\bpid=\d+[^()]*)\)\s?")
+RAY_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+VLLM = re.compile(
+    r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL|WARN|FATAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,]\d+)? \[?([^\]\s]+?:\d+)\] ?(.*)$",
+    re.S,
+)
+UVICORN = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE):\s+(.*)$", re.S)
+EXC_LINE = re.compile(
+    r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Timeout|Cancelled|Fault))(?::\s?(.*))?$"
+)
+TB_STARTS = (
+    "Traceback (most recent call last)",
+    "During handling of the above exception",
+    "The above exception was the direct cause",
+    "Stack (most recent call last)",
+    "^",
+    "~",
+    "+",
+    "|",
+)
+
+
+def is_tb_continuation(msg: str) -> bool:
+    """True when a message looks like part of a Python traceback."""
+    if not msg:
+        return True
+    c = msg[0]
+    if c == " " or c == "\t":
+        return True
+    if msg.startswith(TB_STARTS):
+        return True
+    return EXC_LINE.match(msg) is not None

@@ -1,0 +1,188 @@
+"""Typed field converters and the global field catalogue (name → type, unit, meaning).
+
+A field name means the same thing, with the same type, whatever pattern produced it; the docs of
+`vllmlog kinds` are generated from this table.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+
+def to_int(s: str) -> int | None:
+    """'381,024' → 381024; 'None' → None."""
+    s = s.strip().replace(",", "")
+    if not s or s == "None":
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        try:
+            return int(float(s))
+        except ValueError:
+            return None
+
+
+def to_float(s: str) -> float | None:
+    """'1,234.5' → 1234.5; 'nan' stays nan; junk → None."""
+    s = s.strip().replace(",", "")
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def to_ratio(s: str) -> float | None:
+    """A percentage as vLLM prints it ('45.3', '45.3%') → 0.453."""
+    v = to_float(s.rstrip("%"))
+    return None if v is None else v / 100.0
+
+
+def to_seconds(s: str) -> float | None:
+    """'0.342s', '60s', '12 ms', '1.5 seconds' → seconds."""
+    s = s.strip()
+    mult = 1.0
+    for suffix, m in (("ms", 1e-3), ("seconds", 1.0), ("secs", 1.0), ("sec", 1.0), ("s", 1.0)):
+        if s.endswith(suffix):
+            s = s[: -len(suffix)].strip()
+            mult = m
+            break
+    v = to_float(s)
+    return None if v is None else v * mult
+
+
+def to_str(s: str) -> str:
+    """Identity (stripped)."""
+    return s.strip()
+
+
+CONVERTERS: dict[str, Callable[[str], Any]] = {
+    "int": to_int,
+    "float": to_float,
+    "ratio": to_ratio,
+    "seconds": to_seconds,
+    "str": to_str,
+}
+
+# name: (type, unit, meaning)
+FIELDS: dict[str, tuple[str, str, str]] = {
+    # --- engine state (stats lines, handbook scheduling lines) ---
+    "engine": ("int", "", "data-parallel engine index (`Engine 000:`)"),
+    "engines_aggregated": ("int", "", "number of engines in an `N Engines Aggregated:` stats line"),
+    "prompt_throughput": ("float", "tokens/s", "average prompt (prefill) throughput over the stats interval"),
+    "generation_throughput": ("float", "tokens/s", "average generation (decode) throughput over the stats interval"),
+    "running": ("int", "requests", "requests in the running batch"),
+    "waiting": ("int", "requests", "requests waiting to be scheduled (V0 `Pending`)"),
+    "swapped": ("int", "requests", "requests swapped out to CPU (V0 only)"),
+    "deferred": ("int", "requests", "deferred requests (0.20+)"),
+    "preemptions": ("int", "preemptions", "preemptions in the stats interval (V1 0.11.2+)"),
+    "corrupted": ("int", "requests", "requests with NaNs in logits"),
+    "kv_cache_usage": ("ratio", "0..1", "device KV-cache usage (GPU/CPU/XPU blocks used / total)"),
+    "cpu_kv_cache_usage": ("ratio", "0..1", "V0 CPU swap-space KV usage"),
+    "kv_device": ("str", "", "device named in the KV usage label (GPU, CPU, XPU, …)"),
+    "prefix_cache_hit_rate": ("ratio", "0..1", "prefix-cache hit rate"),
+    "cpu_prefix_cache_hit_rate": ("ratio", "0..1", "V0 CPU prefix-cache hit rate"),
+    "external_prefix_cache_hit_rate": ("ratio", "0..1", "KV-connector prefix-cache hit rate"),
+    "mm_cache_hit_rate": ("ratio", "0..1", "multimodal cache hit rate"),
+    "kv_fetch_waiting": ("int", "requests", "KV fetch: waiting to start"),
+    "kv_fetch_in_progress": ("int", "requests", "KV fetch: in progress"),
+    "kv_fetch_completed_waiting": ("int", "requests", "KV fetch: completed, waiting"),
+    "queue_size": ("int", "requests", "waiting-queue size after adding the request (handbook)"),
+    # --- per request ---
+    "prompt_tokens": ("int", "tokens", "prompt (input) tokens"),
+    "output_tokens": ("int", "tokens", "generated tokens"),
+    "total_tokens": ("int", "tokens", "prompt + generated tokens"),
+    "max_tokens": ("int", "tokens", "requested max_tokens"),
+    "n": ("int", "", "number of sequences requested"),
+    "blocks": ("int", "blocks", "KV blocks allocated to the request (handbook `Block tables`)"),
+    "step": ("int", "", "decode step number"),
+    "batch_size": ("int", "requests", "decode batch size"),
+    "prefill_s": ("seconds", "s", "prefill latency as logged"),
+    "prefill_throughput": ("float", "tokens/s", "prefill throughput as logged"),
+    "generation_speed": ("float", "tokens/s", "per-request token generation speed as logged"),
+    "threshold": ("float", "", "threshold printed in the warning"),
+    "waiting_threshold_s": ("seconds", "s", "waiting-time threshold printed in the warning"),
+    "status": ("str", "", "final status (success, error, cancelled, aborted)"),
+    "reason": ("str", "", "reason text"),
+    "e2e_s": ("seconds", "s", "end-to-end latency as logged (arrival → finish)"),
+    "ttft_s": ("seconds", "s", "time to first token as logged"),
+    "tpot_s": ("seconds", "s", "time per output token as logged"),
+    "timeout_s": ("seconds", "s", "timeout named in the message"),
+    "request_ids": ("str", "", "list of request ids (aborted request(s) line)"),
+    "streaming": ("str", "", "`delta` / `complete` for streamed responses, null otherwise"),
+    "finish_reason": ("str", "", "stop, length, abort, error, …"),
+    "error": ("str", "", "error text"),
+    "mode": ("str", "", "preemption mode (RECOMPUTE / SWAP)"),
+    "cumulative_preemptions": ("int", "preemptions", "total_num_cumulative_preemption in a V0 warning"),
+    "limit": ("int", "tokens", "token limit named in the message"),
+    # --- http ---
+    "client": ("str", "", "client address of an access line"),
+    "method": ("str", "", "HTTP method"),
+    "path": ("str", "", "HTTP path"),
+    "http_status": ("int", "", "HTTP status code"),
+    # --- startup / config ---
+    "version": ("str", "", "vLLM version"),
+    "model": ("str", "", "model name or path"),
+    "architecture": ("str", "", "model architecture"),
+    "max_model_len": ("int", "tokens", "max model length"),
+    "max_seq_len": ("int", "tokens", "model max sequence length"),
+    "num_gpu_blocks": ("int", "blocks", "device KV blocks"),
+    "num_cpu_blocks": ("int", "blocks", "CPU swap blocks"),
+    "kv_cache_tokens": ("int", "tokens", "KV-cache capacity in tokens"),
+    "max_concurrency": ("float", "x", "max-length requests that fit in the KV cache at once"),
+    "max_concurrency_tokens": ("int", "tokens", "request length used for the max-concurrency figure"),
+    "kv_cache_memory_gib": ("float", "GiB", "memory available for the KV cache"),
+    "weights_gib": ("float", "GiB", "memory taken by model weights"),
+    "duration_s": ("seconds", "s", "duration named in the message"),
+    "url": ("str", "", "listen URL"),
+    "pid": ("int", "", "process id"),
+    "exit_code": ("int", "", "process exit code (-9 = SIGKILL, e.g. the OOM killer)"),
+    "worker": ("str", "", "worker name"),
+    "rank": ("int", "", "distributed rank"),
+    "needed_gib": ("float", "GiB", "memory needed"),
+    "available_gib": ("float", "GiB", "memory available"),
+    "estimated_max_model_len": ("int", "tokens", "max model length vLLM estimates would fit"),
+    "requested_tokens": ("int", "tokens", "tokens a rejected request asked for"),
+    "tried_to_allocate_gib": ("float", "GiB", "allocation that failed (CUDA OOM)"),
+    "total_capacity_gib": ("float", "GiB", "device capacity (CUDA OOM)"),
+    "free_gib": ("float", "GiB", "free device memory (CUDA OOM)"),
+    "exc_type": ("str", "", "exception type of a traceback"),
+    "exc_message": ("str", "", "exception message of a traceback"),
+    "exc_kind": ("str", "", "event kind the exception message matches (e.g. cuda_oom)"),
+    "repeated": ("int", "", "Ray's `[repeated Nx across cluster]` count"),
+    "percent": ("int", "%", "progress-bar percentage"),
+    "seq": ("int", "", "NCCL work sequence number"),
+    "op": ("str", "", "NCCL collective operation (ALLREDUCE, …)"),
+    "severity": ("str", "", "severity letter/word of a C++ or NCCL line (E/W/I, INFO/WARN)"),
+    "warning": ("str", "", "Python warning category"),
+    "platform": ("str", "", "device platform"),
+    "max_num_batched_tokens": ("int", "tokens", "token budget per scheduler step"),
+    "graph_memory_gib": ("float", "GiB", "memory taken by CUDA graphs"),
+    "context_requests": ("int", "requests", "requests in prefill this step"),
+    "context_tokens": ("int", "tokens", "prefill tokens this step"),
+    "generation_requests": ("int", "requests", "requests in decode this step"),
+    "generation_tokens": ("int", "tokens", "decode tokens this step"),
+    "elapsed_ms": ("float", "ms", "step time"),
+    "port": ("int", "", "TCP port"),
+    "gpu_memory_utilization": ("float", "0..1", "--gpu-memory-utilization"),
+    "param": ("str", "", "request parameter named in an error"),
+    "file": ("str", "", "file named in the message"),
+    "advice": ("str", "", "advice text printed with a warning"),
+    "architectures": ("str", "", "model architectures"),
+    "config": ("str", "", "config class named in a validation error"),
+    "signal": ("str", "", "signal implied by an exit code (-9 SIGKILL, -6 SIGABRT)"),
+    "exc_chain": ("str", "", "chained exceptions of a traceback, innermost first"),
+    "ran_s": ("seconds", "s", "how long the NCCL work ran before the watchdog fired"),
+    "args": ("str", "", "server arguments as a dict"),
+    "request_ids": ("str", "", "list of request ids (aborted request(s) line)"),
+}
+
+
+def convert(name: str, raw: str | None) -> Any:
+    """Convert one captured group by the catalogue type of its name (unknown names stay strings)."""
+    if raw is None:
+        return None
+    spec = FIELDS.get(name)
+    if spec is None:
+        return raw
+    return CONVERTERS[spec[0]](raw)

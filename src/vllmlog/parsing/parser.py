@@ -1,0 +1,395 @@
+"""The incremental line parser: physical lines → typed ``Event`` objects.
+
+One ``LineParser`` per input file keeps the state that crosses lines (the open multi-line record,
+the last timestamp, the year), so the same object serves a whole file read in batches and a file
+followed live. Every physical line ends up in exactly one event.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import Any, Iterable
+
+import orjson
+
+from ..model import Event
+from . import engine, failures, handbook, raw, requests, startup, uvicorn  # noqa: F401  (register patterns)
+from .envelope import ANSI, DOCKER, EXC_LINE, K8S_TS, PROC, RAY_REPEAT, UVICORN, VLLM, is_tb_continuation
+from .registry import MESSAGES, RAW, LinePattern
+from .templates import template
+
+MAX_TEXT = 65536  # characters of a record's text kept in the event (longer lines are truncated)
+_LEVEL_NORM = {"WARN": "WARNING", "FATAL": "CRITICAL"}
+_JSON_TS_KEYS = ("asctime", "timestamp", "time", "@timestamp", "ts")
+_JSON_LEVEL_KEYS = ("levelname", "level", "severity")
+_JSON_MSG_KEYS = ("message", "msg")
+
+
+class _Rec:
+    """A record under construction (possibly multi-line)."""
+
+    __slots__ = (
+        "line", "line_end", "ts", "ts_inherited", "level", "process", "source", "msg", "texts",
+        "tb", "key", "cont", "exc", "extra_msgs", "env", "fields", "repeated",
+    )
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.tb = False
+        self.cont = False
+        self.env = False
+        self.key: tuple[Any, ...] | None = None
+        self.ts_inherited = False
+        self.exc: list[tuple[str, str]] = []
+        self.extra_msgs: list[str] = []
+        self.fields: dict[str, Any] | None = None
+        self.repeated = 0
+
+
+class LineParser:
+    """Parse the physical lines of one input, in order, into events (call ``feed`` then ``close``)."""
+
+    def __init__(self, file: str, year: int | None = None, *, keep_text: bool = True) -> None:
+        self.file = file
+        self.year = year if year is not None else datetime.now().year
+        self._last_month = 0
+        self._ts_cache: dict[tuple[str, ...], datetime] = {}
+        self.last_ts: datetime | None = None
+        self._cur: _Rec | None = None
+        self._prev_cr = False
+        self.kinds: Counter[str] = Counter()
+        self.unknown_templates: Counter[str] = Counter()
+        self._template_examples: dict[str, int] = {}
+        self.lines = 0
+        self.keep_text = keep_text
+        self._end_hint = 0
+
+    # ------------------------------------------------------------------ public
+    def end_hint(self, end_month: int) -> None:
+        """The year came from the file's mtime (the log's end): a log that starts in a later month
+        than 'now' began the year before (checked at the first timestamp)."""
+        self._end_hint = end_month
+
+    def feed(self, lines: Iterable[tuple[int, str]]) -> list[Event]:
+        """Parse a batch of ``(line_number, text)``; return the events completed so far."""
+        out: list[Event] = []
+        emit = out.append
+        vllm_match = VLLM.match
+        for lineno, text in lines:
+            self.lines += 1
+            cr = False
+            if text.endswith("\r"):
+                cr = True
+                text = text.rstrip("\r")
+            s = text
+            if "\r" in s:  # tqdm-style in-place updates: the visible state is the last segment
+                parts = [p for p in s.split("\r") if p.strip()]
+                s = parts[-1] if parts else ""
+            if "\x1b" in s:
+                s = ANSI.sub("", s)
+            wrap_ts = None
+            c0 = s[:1]
+            if c0.isdigit() and len(s) > 20 and s[4] == "-" and s[10] == "T":
+                m = K8S_TS.match(s)
+                if m:
+                    wrap_ts = m.group(1)
+                    s = s[m.end():]
+                    c0 = s[:1]
+            if " | " in s[:72] and c0 != "(" and c0 != "[":
+                m = DOCKER.match(s)
+                if m and not VLLM.match(s) and not s.startswith(("INFO", "WARN", "ERROR", "DEBUG", "CRIT")):
+                    s = s[m.end():]
+                    c0 = s[:1]
+            process = None
+            if c0 == "(":
+                m = PROC.match(s)
+                if m:
+                    process = m.group(1)
+                    s = s[m.end():]
+                    c0 = s[:1]
+            repeated = 0
+            if s.endswith("cluster]"):
+                m = RAY_REPEAT.search(s)
+                if m:
+                    repeated = int(m.group(1))
+                    s = s[: m.start()]
+            m = vllm_match(s) if c0 in "DIWECF" else None
+            if m is not None:
+                level = m.group(1)
+                level = _LEVEL_NORM.get(level, level)
+                src = m.group(7)
+                msg = m.group(8)
+                ts = self._ts(m.group(2), m.group(3), m.group(4), m.group(5), m.group(6))
+                key = (process, level, m.group(2), m.group(4), m.group(5), m.group(6), src)
+                cur = self._cur
+                if cur is not None and cur.env and cur.key[0] == process and (
+                    (self._prev_cr and cur.key == key)
+                    or (cur.key[1] == level and cur.key[6] == src and (cur.tb or msg.startswith("Traceback")) and is_tb_continuation(msg))
+                ):
+                    self._continue(cur, lineno, text, msg)
+                    self._prev_cr = cr
+                    continue
+                if cur is not None:
+                    emit(self._finish(cur))
+                r = _Rec()
+                r.line = r.line_end = lineno
+                r.ts = ts
+                r.ts_inherited = False
+                r.level = level
+                r.process = process
+                r.source = src
+                r.msg = msg
+                r.texts.append(text)
+                r.key = key
+                r.env = True
+                r.repeated = repeated
+                if msg.startswith("Traceback"):
+                    r.tb = True
+                self._cur = r
+                self._prev_cr = cr
+                continue
+            # ---- no vLLM envelope
+            cur = self._cur
+            if c0 == "{" and s.endswith("}"):
+                r = self._json(lineno, text, s, process)
+                if r is not None:
+                    if cur is not None:
+                        emit(self._finish(cur))
+                    self._cur = r
+                    self._prev_cr = False
+                    continue
+            if cur is not None and cur.tb and (process is None or cur.process == process) and is_tb_continuation(s):
+                self._continue(cur, lineno, text, s)
+                self._prev_cr = cr
+                continue
+            if cur is not None and cur.cont and (process is None or cur.process == process) and s.startswith("Traceback"):
+                cur.tb = True
+                self._continue(cur, lineno, text, s)
+                self._prev_cr = cr
+                continue
+            if cur is not None:
+                emit(self._finish(cur))
+            r = _Rec()
+            r.line = r.line_end = lineno
+            r.ts = self.last_ts
+            r.ts_inherited = True
+            r.process = process
+            r.source = None
+            r.texts.append(text)
+            r.key = None
+            r.env = False
+            r.repeated = repeated
+            r.cont = False
+            mu = UVICORN.match(s) if c0 in "DIWECT" else None
+            if mu is not None:
+                r.level = mu.group(1)
+                r.msg = mu.group(2)
+                r.source = None
+                r.fields = {"_uvicorn": True}
+            else:
+                r.level = None
+                r.msg = s
+                if s.startswith("Traceback (most recent call last)"):
+                    r.tb = True
+                elif s.startswith("Process ") and s.endswith(":"):
+                    r.cont = True  # multiprocessing prints "Process X:" then the traceback
+            if wrap_ts is not None and r.ts is None:
+                r.ts = _parse_iso(wrap_ts)
+                r.ts_inherited = False
+            self._cur = r
+            self._prev_cr = cr
+        return out
+
+    def close(self) -> list[Event]:
+        """Finish the open record at end of input."""
+        if self._cur is None:
+            return []
+        ev = self._finish(self._cur)
+        self._cur = None
+        return [ev]
+
+    # ------------------------------------------------------------------ internals
+    def _ts(self, mo: str, dd: str, hh: str, mi: str, ss: str) -> datetime | None:
+        key = (mo, dd, hh, mi, ss)
+        ts = self._ts_cache.get(key)
+        month = int(mo)
+        if self._end_hint:
+            if month > self._end_hint:
+                self.year -= 1
+            self._end_hint = 0
+        if month < self._last_month and self._last_month == 12 and month == 1:
+            self.year += 1  # Dec → Jan rollover
+            self._ts_cache.clear()
+            ts = None
+        if month != self._last_month:
+            self._last_month = month
+        if ts is None:
+            try:
+                ts = datetime(self.year, month, int(dd), int(hh), int(mi), int(ss))
+            except ValueError:
+                return self.last_ts
+            if len(self._ts_cache) > 4096:
+                self._ts_cache.clear()
+            self._ts_cache[key] = ts
+        self.last_ts = ts
+        return ts
+
+    def _continue(self, cur: _Rec, lineno: int, text: str, msg: str) -> None:
+        cur.line_end = lineno
+        cur.texts.append(text)
+        if cur.tb or msg.startswith("Traceback"):
+            cur.tb = True
+            if msg and msg[0] not in " \t":
+                m = EXC_LINE.match(msg)
+                if m:
+                    cur.exc.append((m.group(1), m.group(2) or ""))
+        else:
+            cur.extra_msgs.append(msg)
+
+    def _json(self, lineno: int, text: str, s: str, process: str | None) -> _Rec | None:
+        try:
+            obj = orjson.loads(s)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(obj, dict):
+            return None
+        msg = next((obj[k] for k in _JSON_MSG_KEYS if isinstance(obj.get(k), str)), None)
+        if msg is None:
+            return None
+        r = _Rec()
+        r.line = r.line_end = lineno
+        r.texts.append(text)
+        r.key = None
+        r.env = False
+        r.cont = False
+        lvl = next((obj[k] for k in _JSON_LEVEL_KEYS if isinstance(obj.get(k), str)), None)
+        r.level = _LEVEL_NORM.get(lvl.upper(), lvl.upper()) if lvl else None
+        tsv = next((obj[k] for k in _JSON_TS_KEYS if isinstance(obj.get(k), str)), None)
+        ts = _parse_iso(tsv) if tsv else None
+        if ts is not None:
+            self.year = ts.year
+            self._last_month = ts.month
+            self.last_ts = ts
+            r.ts_inherited = False
+        else:
+            r.ts_inherited = True
+        r.ts = ts if ts is not None else self.last_ts
+        pname = obj.get("vllm_process_name")
+        pid = obj.get("process")
+        if process is None and pname:
+            process = f"{pname} pid={pid}" if pid is not None else str(pname)
+        r.process = process
+        fn, ln = obj.get("filename"), obj.get("lineno")
+        r.source = f"{fn}:{ln}" if fn and ln is not None else None
+        lines = msg.split("\n")
+        r.msg = lines[0].rstrip("\r")
+        for extra in lines[1:]:
+            self._continue(r, lineno, "", extra.rstrip("\r"))
+        r.texts = [text]
+        r.line_end = lineno
+        exc = obj.get("exc_info")
+        if isinstance(exc, str):
+            r.tb = True
+            for extra in exc.split("\n"):
+                self._continue(r, lineno, "", extra.rstrip("\r"))
+            r.texts = [text]
+            r.line_end = lineno
+        rid = obj.get("request_id")
+        r.fields = {"_json": True}
+        if isinstance(rid, str):
+            r.fields["_request_id"] = rid
+        return r
+
+    def _finish(self, r: _Rec) -> Event:
+        msg = r.msg
+        extra = r.fields or {}
+        rid: str | None = extra.get("_request_id")
+        hit: tuple[LinePattern, str | None, dict[str, Any]] | None = None
+        if r.env or extra:
+            hit = MESSAGES.match(msg)
+        else:
+            hit = RAW.match(msg) or MESSAGES.match(msg)
+        fields: dict[str, Any]
+        pattern = None
+        tmpl = None
+        if hit is not None:
+            p, prid, fields = hit
+            kind = p.kind
+            pattern = p.id
+            if prid is not None:
+                rid = prid
+        else:
+            fields = {}
+            if r.tb:
+                kind = "traceback"
+            elif not msg.strip():
+                kind = "blank" if not r.env else "log"
+            elif r.env or r.level is not None:
+                kind = "log"
+            else:
+                kind = "unparsed"
+        # multi-line records: later lines (logo, memory profiling) and exception lines add facts
+        if r.extra_msgs:
+            for m2 in r.extra_msgs[:32]:
+                h2 = MESSAGES.match(m2) if m2.strip() else None
+                if h2 is not None:
+                    for k, v in h2[2].items():
+                        fields.setdefault(k, v)
+                    if kind in ("log", "unparsed", "blank"):
+                        kind, pattern = h2[0].kind, h2[0].id
+                    if rid is None and h2[1] is not None:
+                        rid = h2[1]
+        if r.exc:
+            etype, emsg = r.exc[-1]
+            fields["exc_type"] = etype
+            fields["exc_message"] = emsg[:2000]
+            if len(r.exc) > 1:
+                fields["exc_chain"] = [f"{t}: {m[:200]}" for t, m in r.exc[-6:]]
+            for t, m in reversed(r.exc):
+                h3 = MESSAGES.match(m) or MESSAGES.match(f"{t}: {m}")
+                if h3 is not None:
+                    fields.setdefault("exc_kind", h3[0].kind)
+                    for k, v in h3[2].items():
+                        fields.setdefault(k, v)
+                    if kind in ("traceback", "log", "unparsed"):
+                        kind, pattern = h3[0].kind, h3[0].id
+                    break
+        if kind in ("log", "unparsed", "traceback"):
+            tmpl = template(msg) if kind != "traceback" else template(f"{fields.get('exc_type', '')}: {fields.get('exc_message', '')}")
+            self.unknown_templates[f"{kind}\t{tmpl}"] += 1
+            self._template_examples.setdefault(f"{kind}\t{tmpl}", r.line)
+        if r.repeated:
+            fields["repeated"] = r.repeated
+        level = r.level
+        if level is None and kind == "nccl_timeout":
+            level = "ERROR"
+        if self.keep_text:
+            text = "\n".join(r.texts) if len(r.texts) > 1 else r.texts[0]
+            if len(text) > MAX_TEXT:
+                text = text[:MAX_TEXT] + f"…[truncated {len(text) - MAX_TEXT} chars]"
+        else:
+            text = ""
+        self.kinds[kind] += 1
+        return Event(
+            self.file, r.line, r.line_end, r.ts, level, r.process, r.source, kind, rid, fields, text,
+            pattern, tmpl, r.ts_inherited,
+        )
+
+    def template_example_line(self, key: str) -> int | None:
+        """First line number where an unknown template was seen."""
+        return self._template_examples.get(key)
+
+
+def _parse_iso(s: str) -> datetime | None:
+    s = s.strip().replace(",", ".")
+    if s.endswith("Z"):
+        s = s[:-1]
+    try:
+        dt = datetime.fromisoformat(s)
+    except ValueError:
+        try:
+            dt = datetime.fromisoformat(s[:26])
+        except ValueError:
+            return None
+    return dt.replace(tzinfo=None)

@@ -1,0 +1,111 @@
+"""Lines with no vLLM envelope: PyTorch/NCCL C++ output, NCCL debug lines, tqdm bars, Python warnings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import RAW, LinePattern
+
+
+def _ms_to_s(f: dict[str, Any]) -> None:
+    for k in ("timeout_ms", "ran_ms"):
+        if k in f:
+            v = f.pop(k)
+            try:
+                f[k[:-3] + "_s"] = int(v) / 1000.0
+            except (TypeError, ValueError):
+                pass
+
+
+for _p in [
+    LinePattern(
+        id="nccl.watchdog_timeout",
+        kind="nccl_timeout",
+        prefix=None,
+        contains="Watchdog caught collective operation timeout",
+        regex=r"^\[rank(?P<rank>\d+)\]:\[[EWI][^\]]*\] (?:\[[^\]]*\] )*Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>\d+)\) ran for (?P<ran_ms>\d+) milliseconds",
+        post=_ms_to_s,
+        examples=["[rank0]:[E1110 17:30:06.118204311 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600031 milliseconds before timing out."],
+        doc="NCCL watchdog: a collective (all-reduce, …) did not finish within the timeout — a distributed hang.",
+        source="torch",
+    ),
+    LinePattern(
+        id="nccl.process_group",
+        kind="nccl_error",
+        prefix=None,
+        contains="ProcessGroupNCCL",
+        regex=r"^\[rank(?P<rank>\d+)\]:\[(?P<severity>[EWI])[^\]]*ProcessGroupNCCL\.cpp:\d+\] (?P<error>.*)$",
+        examples=["[rank0]:[E1110 17:30:06.118402411 ProcessGroupNCCL.cpp:621] [Rank 0] Some NCCL operations have failed or timed out."],
+        doc="PyTorch ProcessGroupNCCL message (errors and shutdown warnings).",
+        source="torch",
+    ),
+    LinePattern(
+        id="nccl.torch_rank_line",
+        kind="torch_log",
+        prefix=None,
+        contains="]:[",
+        regex=r"^\[rank(?P<rank>\d+)\]:\[(?P<severity>[EWI])[^\]]*\] (?P<_msg>.*)$",
+        examples=["[rank0]:[W914 04:53:45.615225908 socket.cpp:204] [c10d] The hostname of the client socket cannot be retrieved."],
+        doc="Other rank-prefixed PyTorch C++ log line.",
+        source="torch",
+    ),
+    LinePattern(
+        id="nccl.debug",
+        kind="nccl_debug",
+        prefix=None,
+        contains=" NCCL ",
+        regex=r"^\S+:(?P<pid>\d+):\d+ \[(?P<rank>\d+)\] NCCL (?P<severity>INFO|WARN|ERROR|TRACE) (?P<_msg>.*)$",
+        examples=["omega-ws:53277:53301 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM"],
+        doc="NCCL_DEBUG output.",
+        source="nccl",
+    ),
+    LinePattern(
+        id="nccl.version",
+        kind="nccl_debug",
+        prefix="NCCL version ",
+        regex=r"^NCCL version (?P<version>\S+)$",
+        examples=["NCCL version 2.20.5+cuda12.4"],
+        doc="NCCL version banner.",
+        source="nccl",
+    ),
+    LinePattern(
+        id="tqdm.progress",
+        kind="progress",
+        prefix=None,
+        contains="|",
+        regex=r"^(?P<_desc>.*?):?\s*(?P<percent>\d+)%\s*(?:Completed\s*)?\|",
+        examples=["Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:03<00:00,  1.21it/s]", "Capturing CUDA graph shapes: 100%|██████████| 67/67 [00:21<00:00,  3.12it/s]"],
+        doc="A tqdm progress bar (weights loading, CUDA-graph capture).",
+        source="tqdm",
+    ),
+    LinePattern(
+        id="py.warning",
+        kind="python_warning",
+        prefix=None,
+        contains="Warning: ",
+        regex=r"^(?P<_file>\S+\.py):(?P<_line>\d+): (?P<warning>\w*Warning): (?P<_msg>.*)$",
+        examples=["/usr/lib/python3.8/site-packages/transformers/utils/generic.py:441: UserWarning: torch.utils._pytree._register_pytree_node is deprecated."],
+        doc="A Python warning printed by the warnings module.",
+        source="python",
+    ),
+    LinePattern(
+        id="py.process_crash",
+        kind="process_crashed",
+        prefix="Process ",
+        regex=r"^Process (?P<worker>[\w-]+):$",
+        examples=["Process EngineCore:", "Process SpawnProcess-1:"],
+        doc="multiprocessing: a child process raised (traceback follows).",
+        source="python",
+    ),
+    LinePattern(
+        id="sys.oom_killer",
+        kind="oom_killed",
+        prefix=None,
+        contains="Killed process",
+        regex=r"(?:Out of memory|Memory cgroup out of memory): Killed process (?P<pid>\d+) \((?P<worker>[^)]*)\)",
+        examples=["Memory cgroup out of memory: Killed process 3655 (VLLM::Worker) total-vm:9000kB, anon-rss:1260000kB"],
+        doc="Kernel OOM killer (dmesg) killed a process.",
+        source="kernel",
+    ),
+]:
+    RAW.add(_p)

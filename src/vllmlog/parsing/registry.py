@@ -1,0 +1,125 @@
+"""The line-pattern registry: patterns are data, converters are tiny pure functions.
+
+Every pattern is anchored, uses named groups (named after catalogue fields, see ``fields.py``),
+carries real example lines, and is reached through a cheap literal dispatch before any regex runs:
+``prefix`` patterns are indexed by the first word of the message, ``contains`` patterns are tried
+(literal test first) only when no prefix pattern matched.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .fields import convert
+
+Post = Callable[[dict[str, Any]], None]
+
+
+@dataclass(slots=True)
+class LinePattern:
+    """One message shape vLLM (or the handbook, uvicorn, PyTorch) prints."""
+
+    id: str
+    """Stable id, e.g. ``v1.engine_stats`` (golden files contain it)."""
+    kind: str
+    """Event kind it produces."""
+    regex: str
+    """Anchored regex with named groups; ``request_id`` fills the event's request id."""
+    examples: list[str]
+    """Real example messages (without the log prefix); a test checks each one matches."""
+    prefix: str | None = None
+    """Literal the message starts with (dispatch key); None → ``contains`` must be set."""
+    contains: str | None = None
+    """Literal the message contains (checked before the regex) for patterns with no fixed start."""
+    post: Post | None = None
+    """Optional converter run on the typed fields dict (may add/remove fields)."""
+    doc: str = ""
+    """What the line means (shown by ``vllmlog kinds``)."""
+    source: str = ""
+    """Who prints it: handbook, v0, v1, uvicorn, torch, …"""
+    compiled: re.Pattern[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.prefix:
+            self.prefix = None
+        if self.prefix is None and self.contains is None:
+            raise ValueError(f"pattern {self.id} needs a prefix or a contains literal")
+        self.compiled = re.compile(self.regex)
+
+    def match(self, msg: str) -> tuple[str | None, dict[str, Any]] | None:
+        """Match a message; return ``(request_id, typed fields)`` or None."""
+        if self.contains is not None and self.contains not in msg:
+            return None
+        m = self.compiled.match(msg) if self.prefix is not None else self.compiled.search(msg)
+        if m is None:
+            return None
+        rid = None
+        out: dict[str, Any] = {}
+        for k, v in m.groupdict().items():
+            if k == "request_id":
+                rid = v
+            elif v is not None and not k.startswith("_"):
+                out[k] = convert(k, v)
+        if self.post is not None:
+            self.post(out)
+            rid = out.pop("request_id", rid)
+        return rid, out
+
+
+class Registry:
+    """An ordered set of patterns with literal dispatch."""
+
+    def __init__(self) -> None:
+        self.patterns: list[LinePattern] = []
+        self._by_word: dict[str, list[LinePattern]] = {}
+        self._contains: list[LinePattern] = []
+        self._ids: set[str] = set()
+
+    def add(self, p: LinePattern) -> LinePattern:
+        """Register a pattern (ids are unique and never reused)."""
+        if p.id in self._ids:
+            raise ValueError(f"duplicate pattern id {p.id}")
+        self._ids.add(p.id)
+        self.patterns.append(p)
+        if p.prefix is not None:
+            word = _first_word(p.prefix)
+            self._by_word.setdefault(word, []).append(p)
+        else:
+            self._contains.append(p)
+        return p
+
+    def match(self, msg: str) -> tuple[LinePattern, str | None, dict[str, Any]] | None:
+        """Find the first pattern matching a message."""
+        cands = self._by_word.get(_first_word(msg))
+        if cands:
+            for p in cands:
+                if msg.startswith(p.prefix):  # type: ignore[arg-type]
+                    r = p.match(msg)
+                    if r is not None:
+                        return p, r[0], r[1]
+        for p in self._contains:
+            if p.contains in msg:  # type: ignore[operator]
+                r = p.match(msg)
+                if r is not None:
+                    return p, r[0], r[1]
+        return None
+
+    def kinds(self) -> dict[str, list[LinePattern]]:
+        """Kind → patterns producing it."""
+        out: dict[str, list[LinePattern]] = {}
+        for p in self.patterns:
+            out.setdefault(p.kind, []).append(p)
+        return out
+
+
+def _first_word(s: str) -> str:
+    i = s.find(" ")
+    return s if i < 0 else s[:i]
+
+
+#: Patterns matched against the message part of a line (after the envelope).
+MESSAGES = Registry()
+#: Patterns matched against whole raw lines that carry no vLLM envelope (C++ NCCL, tqdm, …).
+RAW = Registry()

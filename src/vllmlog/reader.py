@@ -1,0 +1,143 @@
+"""The public parsing entry points: paths → events, in batches, with counts of what was read."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import islice
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from .ingest import InputStats, check_path, read_lines
+from .model import Event
+from .parsing.parser import LineParser
+
+BATCH_LINES = 8192
+
+
+@dataclass
+class ParseStats:
+    """Counts gathered while parsing: lines in, events out, kinds, unknown templates, input problems."""
+
+    inputs: list[InputStats] = field(default_factory=list)
+    kinds: Counter[str] = field(default_factory=Counter)
+    unknown_templates: Counter[str] = field(default_factory=Counter)
+    template_first_line: dict[str, tuple[str, int]] = field(default_factory=dict)
+    lines: int = 0
+    events: int = 0
+    lines_in_events: int = 0
+
+    def merge_parser(self, p: LineParser) -> None:
+        """Fold one finished file parser's counters in."""
+        self.kinds.update(p.kinds)
+        self.unknown_templates.update(p.unknown_templates)
+        for key in p.unknown_templates:
+            ln = p.template_example_line(key)
+            if ln is not None:
+                self.template_first_line.setdefault(key, (p.file, ln))
+
+    def to_dict(self, top: int = 20) -> dict[str, Any]:
+        """JSON shape of ``vllmlog parse --stats --json``."""
+        return {
+            "lines": self.lines,
+            "events": self.events,
+            "lines_accounted_for": self.lines_in_events,
+            "kinds": dict(self.kinds.most_common()),
+            "unknown_templates": [
+                {"kind": k.split("\t", 1)[0], "template": k.split("\t", 1)[1], "count": c,
+                 "first": {"file": self.template_first_line.get(k, ("", 0))[0], "line": self.template_first_line.get(k, ("", 0))[1]}}
+                for k, c in self.unknown_templates.most_common(top)
+            ],
+            "inputs": [
+                {"path": s.path, "lines": s.lines, "bytes": s.bytes, "gzip": s.gzip,
+                 "invalid_utf8_lines": s.invalid_utf8_lines, "truncated_lines": s.truncated_lines,
+                 "incomplete": s.incomplete}
+                for s in self.inputs
+            ],
+        }
+
+
+def mtime_of(path: str) -> datetime:
+    """When the input was last written (now for stdin): the year year-less timestamps belong to."""
+    if path == "-":
+        return datetime.now()
+    try:
+        return datetime.fromtimestamp(os.stat(path).st_mtime)
+    except OSError:
+        return datetime.now()
+
+
+def iter_batches(
+    paths: Sequence[str] | str,
+    *,
+    year: int | None = None,
+    stats: ParseStats | None = None,
+    keep_text: bool = True,
+    progress: Callable[[int], None] | None = None,
+    batch_lines: int = BATCH_LINES,
+) -> Iterator[list[Event]]:
+    """Parse inputs in order, yielding lists of events (memory stays flat on any file size)."""
+    if isinstance(paths, str):
+        paths = [paths]
+    for p in paths:  # fail fast, before any output, on a bad path
+        check_path(p)
+    st = stats if stats is not None else ParseStats()
+    for path in paths:
+        ist = InputStats(path)
+        st.inputs.append(ist)
+        mt = mtime_of(path)
+        parser = LineParser(path, year if year is not None else mt.year, keep_text=keep_text)
+        if year is None and path != "-":
+            parser.end_hint(mt.month)
+        lines = read_lines(path, ist)
+        done_bytes = 0
+        while True:
+            before = parser.lines
+            evs = parser.feed(islice(lines, batch_lines))
+            if evs:
+                _account(st, evs)
+                yield evs
+            if progress is not None and ist.bytes != done_bytes:
+                progress(ist.bytes - done_bytes)
+                done_bytes = ist.bytes
+            if parser.lines == before:
+                break
+        tail = parser.close()
+        if tail:
+            _account(st, tail)
+            yield tail
+        st.lines += ist.lines
+        st.merge_parser(parser)
+
+
+def _account(st: ParseStats, evs: list[Event]) -> None:
+    st.events += len(evs)
+    st.lines_in_events += sum(e.line_end - e.line + 1 for e in evs)
+
+
+def parse(paths: Sequence[str] | str, **kwargs: Any) -> Iterator[Event]:
+    """Parse vLLM logs into typed events, lazily: ``for ev in vllmlog.parse("server.log"): …``."""
+    for batch in iter_batches(paths, **kwargs):
+        yield from batch
+
+
+def to_frame(events: Iterable[Event]):  # -> polars.DataFrame
+    """Columnar form of events for notebooks (polars); ``fields`` becomes a JSON string column."""
+    import orjson
+    import polars as pl
+
+    rows: dict[str, list[Any]] = {k: [] for k in ("file", "line", "line_end", "ts", "level", "process", "source", "kind", "request_id", "fields", "text")}
+    for e in events:
+        rows["file"].append(e.file)
+        rows["line"].append(e.line)
+        rows["line_end"].append(e.line_end)
+        rows["ts"].append(e.ts)
+        rows["level"].append(e.level)
+        rows["process"].append(e.process)
+        rows["source"].append(e.source)
+        rows["kind"].append(e.kind)
+        rows["request_id"].append(e.request_id)
+        rows["fields"].append(orjson.dumps(e.fields, default=str).decode())
+        rows["text"].append(e.text)
+    return pl.DataFrame(rows, schema_overrides={"ts": pl.Datetime("ms")})

@@ -1,0 +1,34 @@
+"""Shared test fixtures: paths to the bundled corpus (a copy of ../shared/corpus inside the repo)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+CORPUS = DATA / "corpus"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def corpus_logs() -> list[Path]:
+    """Every log file of the bundled corpus."""
+    return sorted(CORPUS.glob("*/*.log"))
+
+
+@pytest.fixture
+def corpus() -> Path:
+    return CORPUS
+
+
+def require_tool(name: str) -> str:
+    """Path of an external tool; a missing tool fails in CI (which installs it) and skips locally."""
+    import shutil
+
+    path = shutil.which(name)
+    if path is None:
+        if IN_CI:
+            pytest.fail(f"{name} is not installed; .ci/run must install it")
+        pytest.skip(f"{name} not installed")
+    return path
