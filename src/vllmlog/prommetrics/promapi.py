@@ -65,6 +65,7 @@ def fetch_history(base_url: str, since_s: float, until: float | None = None, ste
         query = query[:-1] + "," + match + "}"
     with httpx.Client(timeout=timeout_s) as client:
         result = query_range(client, base_url, query, start, end, step)
+        present = names_present(client, base_url, since_s, end, match)
     by_target: dict[str, dict[float, list[Sample]]] = defaultdict(lambda: defaultdict(list))
     for series in result:
         labels = dict(series.get("metric", {}))
@@ -81,8 +82,28 @@ def fetch_history(base_url: str, since_s: float, until: float | None = None, ste
             for s in samples:
                 base = re.sub(r"_(bucket|sum|count)$", "", s.name)
                 fams[s.name if kind_of(s.name) else base] = kind_of(s.name) or kind_of(base) or "unknown"
+            for name in present.get(target, ()):  # every vLLM name the target exposed: the version guess needs them
+                base = re.sub(r"_(bucket|sum|count)$", "", name)
+                fams.setdefault(base if kind_of(base) == "histogram" else name, kind_of(name) or kind_of(base) or "unknown")
             snaps.append(Snapshot(source=f"{base_url} {target}", time=t, samples=samples, families=fams))
         out[target] = snaps
+    return out
+
+
+def names_present(client: httpx.Client, base_url: str, since_s: float, at: float,
+                  match: str | None = None) -> dict[str, set[str]]:
+    """Every vllm:* sample name each target exposed during the range (one instant query)."""
+    extra = "," + match if match else ""
+    query = f'group by (__name__, instance, job) (last_over_time({{__name__=~"vllm:.+"{extra}}}[{int(since_s)}s]))'
+    try:
+        resp = client.get(base_url.rstrip("/") + "/api/v1/query", params={"query": query, "time": f"{at:.3f}"})
+        body = resp.json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    out: dict[str, set[str]] = defaultdict(set)
+    for series in body.get("data", {}).get("result", []):
+        m = series.get("metric", {})
+        out[m.get("instance") or m.get("job") or base_url].add(m.get("__name__", ""))
     return out
 
 

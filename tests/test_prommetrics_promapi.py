@@ -1,0 +1,132 @@
+"""Prometheus as a source: a real local `prometheus` scrapes recorded snapshots, we read them back."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from vllmlog.cli import main
+from vllmlog.errors import InputError
+from vllmlog.prommetrics.promapi import fetch_history, history_points, history_selector
+from vllmlog.prommetrics.scrape import build_report
+
+DATA = Path(__file__).parent / "data" / "metrics"
+SNAPSHOTS = [DATA / f"P2-metrics-{i}.prom" for i in range(5, 13)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _prometheus_bin() -> str:
+    path = shutil.which("prometheus")
+    if path is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("prometheus is required in CI (apt-get install prometheus)")
+        pytest.skip("prometheus not installed")
+    return path
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A prometheus on 127.0.0.1 scraping a tiny server that serves the P2 snapshots one after another."""
+    binary = _prometheus_bin()
+    bodies = [p.read_bytes() for p in SNAPSHOTS]
+    state = {"hits": 0}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = bodies[min(state["hits"], len(bodies) - 1)]
+            state["hits"] += 1
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    tmp = tmp_path_factory.mktemp("prom")
+    port = _free_port()
+    (tmp / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n  - job_name: vllm\n    static_configs:\n"
+        f"      - targets: ['127.0.0.1:{srv.server_address[1]}']\n")
+    proc = subprocess.Popen([binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=(tmp / "prometheus.log").open("w"))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until every snapshot has been scraped at least once
+            time.sleep(0.5)
+            if state["hits"] > len(bodies) + 1:
+                try:
+                    r = httpx.get(base + "/api/v1/query", params={"query": "count(vllm:num_requests_running)"})
+                    if r.status_code == 200 and r.json()["data"]["result"]:
+                        break
+                except httpx.HTTPError:
+                    pass
+        else:
+            pytest.fail("prometheus did not scrape the snapshots in 30 s: " + (tmp / "prometheus.log").read_text()[-2000:])
+        time.sleep(1.5)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_selector_covers_old_and_new_names() -> None:
+    sel = history_selector()
+    for name in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:time_to_first_token_seconds_bucket",
+                 "vllm:time_per_output_token_seconds_bucket", "http_requests_total"):
+        assert name in sel
+
+
+def test_query_range_round_trip(prometheus: str) -> None:
+    hist = fetch_history(prometheus, since_s=60, step_s=1)
+    assert len(hist) == 1
+    target, snaps = next(iter(hist.items()))
+    assert target.startswith("127.0.0.1:") and len(snaps) >= 5
+    last = snaps[-1]
+    assert last.series("vllm:num_requests_running")[0].value == 8.0
+    assert last.series("vllm:num_requests_running")[0].labels["job"] == "vllm"
+    rep = build_report(target, snaps)
+    d = rep.to_dict()
+    assert d["vllm_version_guess"] == ">=0.32.0" and d["running"] == 8.0
+    assert d["rates"]["generation_tokens_per_s"] is not None
+    assert d["quantiles"]["ttft"]["estimate"] == "bucket"
+    pts = history_points(snaps)
+    assert pts[-1]["running"] == 8.0 and pts[-1]["generation_tokens_per_s"] == 0.0  # frozen engine at the end
+
+
+def test_scrape_cli_with_prometheus(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["scrape", "--prometheus", prometheus, "--since", "1m", "--step", "1s", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc in (0, 1) and out[0]["running"] == 8.0
+
+
+def test_bad_prometheus_url() -> None:
+    with pytest.raises(InputError):
+        fetch_history("http://127.0.0.1:9", since_s=60)
