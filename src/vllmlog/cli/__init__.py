@@ -12,6 +12,7 @@ from ._app import app
 _COMMAND_MODULES = [
     "metrics_cmd",
     "parse_cmd",
+    "simulate_cmd",
 ]
 
 for _name in _COMMAND_MODULES:

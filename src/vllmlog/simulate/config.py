@@ -153,8 +153,8 @@ class StepTimeModel:
 
     base_s: float = 0.008
     """Fixed cost of one step (kernel launches, sampling)."""
-    prefill_per_token_s: float = 0.00011
-    """Seconds per prefill token (≈ 9k prompt tokens/s)."""
+    prefill_per_token_s: float = 0.00005
+    """Seconds per prefill token (≈ 20k prompt tokens/s)."""
     decode_per_seq_s: float = 0.00012
     """Seconds per decoding sequence in the batch."""
     per_context_token_s: float = 3e-8
@@ -163,14 +163,13 @@ class StepTimeModel:
     """Relative uniform jitter of each step."""
     slowdown: float = 1.0
     """Multiplier on every step (a slow GPU, thermal throttling, a noisy neighbour)."""
+    decode_slowdown: float = 1.0
+    """Extra multiplier on the decode part of a step (memory-bandwidth starved decode)."""
 
     def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int, u: float) -> float:
         """Duration of one step; `u` is a uniform random number in [0, 1)."""
-        t = (
-            self.base_s
-            + prefill_tokens * self.prefill_per_token_s
-            + decode_seqs * self.decode_per_seq_s
-            + context_tokens * self.per_context_token_s
+        t = prefill_tokens * self.prefill_per_token_s + self.decode_slowdown * (
+            self.base_s + decode_seqs * self.decode_per_seq_s + context_tokens * self.per_context_token_s
         )
         return t * self.slowdown * (1.0 + self.jitter * (2.0 * u - 1.0))
 

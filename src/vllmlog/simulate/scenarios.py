@@ -37,7 +37,7 @@ def _overload(c: SimConfig) -> None:
     c.engine.max_num_seqs = 32
     c.workload.rate = 2.0
     c.workload.output_median = 300
-    c.workload.bursts = [Burst(0.1 * d, 0.7 * d, 12.0)]
+    c.workload.bursts = [Burst(0.1 * d, 0.7 * d, 9.0)]
     c.client.timeout_s = 120.0
 
 
@@ -45,7 +45,7 @@ def _kv_pressure(c: SimConfig) -> None:
     c.engine.gpu_memory_utilization = 0.32
     c.engine.max_model_len = 16384
     c.engine.preemption_mode = "recompute" if c.fmt.startswith("v1") else "swap"
-    c.workload.rate = 3.0
+    c.workload.rate = 2.1
     c.workload.prompt_median = 1500
     c.workload.prompt_sigma = 0.6
     c.workload.output_median = 600
@@ -87,10 +87,11 @@ def _client_disconnects(c: SimConfig) -> None:
 
 
 def _slow_decode(c: SimConfig) -> None:
-    c.workload.rate = 1.0
-    c.workload.prompt_median = 3000
-    c.workload.prompt_sigma = 0.4
-    c.step.slowdown = 6.0
+    c.workload.rate = 0.5
+    c.workload.prompt_median = 4000
+    c.workload.prompt_sigma = 0.3
+    c.step.slowdown = 4.0
+    c.step.decode_slowdown = 1.5
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -111,7 +112,7 @@ SCENARIOS: dict[str, Scenario] = {
                  "watchdog kills the workers", 300, _nccl_hang),
         Scenario("client-disconnects", "client_abort", "bursty traffic; 30 % of clients disconnect early",
                  300, _client_disconnects),
-        Scenario("slow-decode", "slow_throughput", "every step 6x slower: generation < 20 tokens/s, TTFT > 1 s",
+        Scenario("slow-decode", "slow_throughput", "steps 4x slower (decode 6x): generation < 20 tokens/s, TTFT > 1 s",
                  300, _slow_decode),
     )
 }

@@ -236,7 +236,7 @@ class Engine:
                     return
                 if t == next_tick:
                     next_tick += tick
-                    if w.stats_periodic or t - self.last_stats >= interval:
+                    if w.stats_periodic or (t - self.last_stats >= interval and not self.hung):
                         self._stats(t)
                 elif t == next_arr:
                     stop = (
@@ -295,6 +295,12 @@ class Engine:
                 continue
             dt = step_model.step_time(pf_tokens, len(batch_dec), ctx_tokens, self.step_rng.random())
             t1 = t0 + dt
+            if self.pending_death is not None:  # the fault strikes inside a step that has work
+                f = self.pending_death
+                self.pending_death = None
+                self._die(t1, f.cause or "cuda_oom", "engine_dead",
+                          "the engine core died mid-run (" + (f.cause or "cuda_oom") + "); in-flight requests failed")
+                break
             advance(t1)
             if self.dead or self.hung:
                 now = t1
@@ -323,10 +329,11 @@ class Engine:
             if key in self.obs:
                 a, b = self.obs[key]
                 self.incidents.append(Incident(cat, a, b, desc))
-        if cfg.step.slowdown > 1.0:
+        if cfg.step.slowdown * cfg.step.decode_slowdown > 1.0:
             self.incidents.append(Incident(
                 "slow_throughput", ready, self.last_activity,
-                f"every engine step is {cfg.step.slowdown:g}x slower than normal: slow decode, high TTFT",
+                f"engine steps {cfg.step.slowdown:g}x slower (decode {cfg.step.slowdown * cfg.step.decode_slowdown:g}x): "
+                "generation below 20 tokens/s, TTFT above 1 s",
             ))
         if stuck_at is not None:
             stuck = [r for r in self.requests if r.stuck]
@@ -533,15 +540,14 @@ class Engine:
         elif kind == _EV_WARN:
             r = payload
             assert isinstance(r, SimRequest)
-            if r.state == WAITING and r.scheduled is None and not r.warned:
+            if r.state == WAITING and r.scheduled is None and not r.warned and not self.hung:
                 r.warned = True
                 self._observe("backlog", t)
                 self.w.on_waiting_warning(t, r)
         elif kind == _EV_DEATH:
             f = payload
             assert isinstance(f, Fault)
-            self._die(t, f.cause or "cuda_oom", "engine_dead",
-                      "the engine core died mid-run (" + (f.cause or "cuda_oom") + "); in-flight requests failed")
+            self.pending_death = f
         elif kind == _EV_HANG:
             f = payload
             assert isinstance(f, Fault)
@@ -596,3 +602,4 @@ class Engine:
     end_after_death = 0.0
     hang_start = 0.0
     pending_faults = 0
+    pending_death: Fault | None = None

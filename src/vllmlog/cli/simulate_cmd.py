@@ -1,0 +1,117 @@
+"""`vllmlog simulate`: write a realistic vLLM log (and its ground truth) for a named scenario."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from datetime import datetime
+from typing import List, Optional
+
+import typer
+from rich.table import Table
+
+from ..errors import ConfigError
+from ._app import app
+from .common import OptStr, OutOpt, stderr, stdout_console
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """`90`, `90s`, `10m`, `1.5h`, `500ms` → seconds."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ConfigError(f"invalid duration {text!r}", hint="use e.g. 90s, 10m or 1h")
+    value = float(m.group(1))
+    return value * {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+
+
+def parse_fault(text: str) -> object:
+    """`KIND[@SECONDS]` (seconds after the server is ready) → a Fault."""
+    from ..simulate import FAULT_KINDS, Fault
+
+    kind, _, at = text.partition("@")
+    kind = kind.strip().replace("-", "_")
+    if kind not in FAULT_KINDS:
+        raise ConfigError(f"unknown fault {kind!r}", hint="choose one of: " + ", ".join(FAULT_KINDS))
+    at_s = parse_duration(at) if at else 60.0
+    cause = ""
+    if kind == "engine_death":
+        cause = "cuda_oom"
+    return Fault(kind, at_s=at_s, cause=cause)
+
+
+def _list_scenarios() -> None:
+    from ..simulate import FORMATS, SCENARIOS
+
+    table = Table(title="vllmlog simulate scenarios", show_lines=False)
+    table.add_column("scenario", style="bold")
+    table.add_column("category")
+    table.add_column("default duration", justify="right")
+    table.add_column("what happens")
+    for sc in SCENARIOS.values():
+        table.add_row(sc.name, sc.category, f"{sc.duration_s:g}s", sc.description)
+    con = stdout_console()
+    con.print(table)
+    con.print("formats: " + ", ".join(FORMATS))
+
+
+@app.command("simulate")
+def simulate_cmd(
+    scenario: str = typer.Option("healthy", "--scenario", "-s", help="Scenario name (see --list)."),
+    fmt: str = typer.Option("handbook", "--format", "-f", help="handbook, v0 (0.6.1), v1 (0.32) or v1-0.10."),
+    duration: OptStr = typer.Option(None, "--duration", "-d", help="Traffic duration after the server is ready, e.g. 10m (default: per scenario)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives byte-identical output."),
+    output: OptStr = OutOpt,
+    truth: OptStr = typer.Option(None, "--truth", help="Write the ground truth (requests, incidents, counts) as JSON here."),
+    start: OptStr = typer.Option(None, "--start", help="Simulated time of the first line, ISO 8601 (default 2026-11-30T10:00:00)."),
+    rate: Optional[float] = typer.Option(None, "--rate", help="Override the base arrival rate (requests/s)."),
+    requests: Optional[int] = typer.Option(None, "--requests", help="Stop arrivals after this many requests."),
+    lines: Optional[int] = typer.Option(None, "--lines", help="Stop arrivals once about this many lines are written."),
+    fault: Optional[List[str]] = typer.Option(None, "--fault", help="Inject a fault KIND[@TIME] (repeatable): stuck_request, engine_death, nccl_hang, startup_oom, kv_too_small."),
+    follow: bool = typer.Option(False, "--follow", help="Write lines in real time, paced by their simulated timestamps."),
+    speed: float = typer.Option(1.0, "--speed", help="With --follow: simulated seconds per real second."),
+    list_: bool = typer.Option(False, "--list", help="List scenarios and formats, then exit."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
+) -> None:
+    """Simulate a vLLM server and write its log: realistic lines, deterministic per seed, with ground truth."""
+    from ..simulate import build_config, simulate, write_truth
+
+    if list_:
+        _list_scenarios()
+        return
+    if speed <= 0:
+        raise ConfigError("--speed must be positive")
+    try:
+        start_dt = datetime.fromisoformat(start) if start else None
+    except ValueError as exc:
+        raise ConfigError(f"invalid --start {start!r}", hint="use ISO 8601, e.g. 2026-11-30T10:00:00") from exc
+    cfg = build_config(
+        scenario, fmt=fmt, seed=seed, duration_s=parse_duration(duration) if duration else None, start=start_dt,
+        rate=rate, max_requests=requests, max_lines=lines,
+        faults=[parse_fault(f) for f in fault] if fault else None,  # type: ignore[misc]
+    )
+    t0 = time.perf_counter()
+    to_file = bool(output and output != "-")
+    out = open(output, "w", encoding="utf-8", newline="") if to_file else sys.stdout  # noqa: SIM115
+    try:
+        report = simulate(cfg, out, follow=follow, speed=speed)
+    finally:
+        if to_file:
+            out.close()
+        else:
+            out.flush()
+    elapsed = time.perf_counter() - t0
+    if truth:
+        with open(truth, "w", encoding="utf-8") as fp:
+            write_truth(report.truth, fp)
+    if not quiet and (to_file or not sys.stdout.isatty()):
+        c = report.truth["counts"]
+        cats = ", ".join(i["category"] for i in report.truth["incidents"]) or "none"
+        stderr.print(
+            f"[bold]{cfg.scenario}[/] ({cfg.fmt}, seed {cfg.seed}): {report.lines:,} lines, {c['requests']:,} requests "
+            f"in {elapsed:.2f}s → {output if to_file else 'stdout'}; incidents: {cats}"
+            + (f"; truth → {truth}" if truth else ""),
+            highlight=False,
+        )
