@@ -229,3 +229,40 @@ def test_scrape_cli_json_and_exit_codes(metrics_server, capsys) -> None:
     capsys.readouterr()
     assert main(["scrape", "--file", str(DATA / "missing.prom")]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+# --- old layouts: the same checks resolve V0 / 0.10 names ---------------------------------------------
+
+def _with_values(fixture: str, values: dict[str, float], tmp: Path, name: str) -> str:
+    """Copy a synthetic fixture, setting the value of every sample of the given names."""
+    import re as _re
+
+    lines = []
+    for line in (DATA / f"{fixture}.prom").read_text().splitlines():
+        m = _re.match(r"^([^{\s]+)(\{[^}]*\})? (\S+)$", line)
+        if m and m.group(1) in values:
+            val = values[m.group(1)]
+            if m.group(1) == "vllm:request_success_total" and 'finished_reason="stop"' not in line:
+                val = 0.0
+            line = f"{m.group(1)}{m.group(2) or ''} {val}"
+        lines.append(line)
+    out = tmp / f"{name}.prom"
+    out.write_text("\n".join(lines) + "\n")
+    return str(out)
+
+
+@pytest.mark.parametrize("fixture,kv_name", [("synthetic-v0.6.3", "vllm:gpu_cache_usage_perc"),
+                                             ("synthetic-v0.10.1", "vllm:kv_cache_usage_perc")])
+def test_old_layouts_are_judged_with_their_names(fixture: str, kv_name: str, tmp_path: Path) -> None:
+    base = {"vllm:num_requests_running": 6.0, "vllm:num_requests_waiting": 25.0, kv_name: 0.97,
+            "vllm:gpu_cache_usage_perc": 0.97, "vllm:generation_tokens_total": 5000.0,
+            "vllm:prompt_tokens_total": 900.0, "vllm:num_preemptions_total": 10.0,
+            "vllm:request_success_total": 50.0}
+    a = _with_values(fixture, base, tmp_path, "a")
+    b = _with_values(fixture, {**base, "vllm:num_preemptions_total": 40.0}, tmp_path, "b")
+    reps = scrape_files([a, b], interval_s=10.0)
+    d = reps[0].to_dict()
+    assert d["kv_cache_usage"] == 0.97 and d["waiting"] == 25.0 and d["metric_names"]["kv_usage"] == kv_name
+    c = codes(reps)
+    assert c["M101"] == "critical"  # 6 running, tokens frozen for 10 s
+    assert c["M104"] == "error" and c["M105"] == "error" and c["M103"] == "warning"

@@ -47,6 +47,8 @@ class Snapshot:
     """The raw exposition text (kept for evidence line lookup)."""
     from_file: bool = False
     """True when read from a saved snapshot file (evidence then carries line numbers)."""
+    time_basis: str = "scrape"
+    """Where `time` came from: ``scrape``, ``index`` (a sibling index CSV), ``mtime``, ``interval``, ``prometheus``."""
 
     def series(self, name: str) -> list[Sample]:
         """All samples with this exact sample name."""
@@ -123,7 +125,9 @@ def load_snapshot_files(paths: list[str | os.PathLike[str]], interval_s: float =
             raise InputError(f"{path}: cannot read ({exc.strerror})") from exc
         times = index_cache.setdefault(path.parent, _index_times(path))
         t = times.get(path.name)
-        snaps.append(parse_exposition(text, str(path), t if t is not None else float("nan"), from_file=True))
+        snap = parse_exposition(text, str(path), t if t is not None else float("nan"), from_file=True)
+        snap.time_basis = "index"
+        snaps.append(snap)
     _fill_times(snaps, [Path(p) for p in paths], interval_s)
     return snaps
 
@@ -133,11 +137,10 @@ def _fill_times(snaps: list[Snapshot], paths: list[Path], interval_s: float) -> 
     if all(s.time == s.time for s in snaps):  # no NaN
         return
     mtimes = [p.stat().st_mtime for p in paths]
-    if all(b > a for a, b in zip(mtimes, mtimes[1:])):
+    if len(snaps) > 1 and all(b - a >= 0.5 for a, b in zip(mtimes, mtimes[1:])):  # saved one by one, in order
         for s, m in zip(snaps, mtimes):
-            if s.time != s.time:
-                s.time = m
+            s.time, s.time_basis = m, "mtime"
         return
     base = mtimes[0]
     for i, s in enumerate(snaps):
-        s.time = base + i * interval_s
+        s.time, s.time_basis = base + i * interval_s, "interval"

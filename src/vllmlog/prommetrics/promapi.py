@@ -85,7 +85,8 @@ def fetch_history(base_url: str, since_s: float, until: float | None = None, ste
             for name in present.get(target, ()):  # every vLLM name the target exposed: the version guess needs them
                 base = re.sub(r"_(bucket|sum|count)$", "", name)
                 fams.setdefault(base if kind_of(base) == "histogram" else name, kind_of(name) or kind_of(base) or "unknown")
-            snaps.append(Snapshot(source=f"{base_url} {target}", time=t, samples=samples, families=fams))
+            snaps.append(Snapshot(source=f"{base_url} {target}", time=t, samples=samples, families=fams,
+                                  time_basis="prometheus"))
         out[target] = snaps
     return out
 

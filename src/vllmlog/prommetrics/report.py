@@ -94,7 +94,8 @@ def summarize(target: str, snaps: list[Snapshot]) -> TargetReport:
     last = snaps[-1]
     rep = TargetReport(target=target, snapshots=snaps, version=guess_version(last))
     for role in ("running", "waiting", "swapped", "kv_usage", "prompt_tokens", "generation_tokens",
-                 "preemptions", "request_success", "http_requests", "admission_rejections", *LATENCY_ROLES):
+                 "preemptions", "request_success", "http_requests", "admission_rejections",
+                 "avg_prompt_throughput", "avg_generation_throughput", *LATENCY_ROLES):
         name = resolve(last, role)
         if name:
             rep.names[role] = name
@@ -106,6 +107,11 @@ def summarize(target: str, snaps: list[Snapshot]) -> TargetReport:
     if "kv_usage" in rep.names:
         kv = gauge_values(last, rep.names["kv_usage"])
         rep.kv_cache_usage = max(kv) if kv else None
+    bases = {s.time_basis for s in snaps}
+    if "interval" in bases and len(snaps) > 1:
+        rep.notes.append(f"snapshot times unknown: assumed {snaps[1].time - snaps[0].time:g} s apart (--interval)")
+    elif "mtime" in bases:
+        rep.notes.append("snapshot times taken from file modification times")
     first = snaps[0] if len(snaps) > 1 else None
     rep.rates = window_rates(first, last, rep.names)
     if first is None:
@@ -166,6 +172,12 @@ def window_rates(a: Snapshot | None, b: Snapshot, names: dict[str, str]) -> dict
     out["requests_per_s"] = per_s(finished)
     out["prompt_tokens_per_s"] = per_s(inc("prompt_tokens"))
     out["generation_tokens_per_s"] = per_s(inc("generation_tokens"))
+    for key, role in (("prompt_tokens_per_s", "avg_prompt_throughput"),
+                      ("generation_tokens_per_s", "avg_generation_throughput")):
+        gauge = names.get(role)
+        if out[key] is None and gauge:  # ≤0.3.2 had no token counters, only these averaged gauges
+            vals = gauge_values(b, gauge)
+            out[key] = round(sum(vals), 4) if vals else None
     out["preemptions_per_s"] = per_s(inc("preemptions"))
     est = unfinished_estimate(a, b, names)
     if est is not None and est > (aborts or 0.0):
