@@ -239,3 +239,28 @@ def metric_names(vllm_version: str = typer.Option(..., "--vllm-version", help="v
     for r in rows:
         t.add_row(r["name"], r["type"], ",".join(r["engines"]), r["role"] or "", "yes" if r["conditional"] else "")
     Console().print(t)
+
+
+@app.command("metrics-lint")
+def metrics_lint(
+    files: list[Path] = typer.Argument(..., help="Alert rules, recording rules or dashboards to check."),
+    vllm_version: Optional[str] = _VERSION_OPT,
+    from_log: Optional[Path] = _FROM_LOG,
+    from_scrape: Optional[str] = _FROM_SCRAPE,
+    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Report vllm:* names in existing rules/dashboards that match nothing on a vLLM release."""
+    from ..prommetrics.lint import lint_files
+
+    version = _resolve_version(vllm_version, from_log, from_scrape)
+    problems = lint_files([str(f) for f in files], version)
+    if as_json:
+        sys.stdout.write(json.dumps(problems, indent=2) + "\n")
+    else:
+        con = Console()
+        for p in problems:
+            fix = f"  → use {p['suggestion']}" if p["suggestion"] else ""
+            con.print(f"{p['file']}:{p['line']}: {p['name']}: {p['problem']}{fix}", markup=False, highlight=False)
+        if not problems:
+            con.print("no problems: every vllm:* name exists in this release")
+    raise typer.Exit(1 if problems else 0)
