@@ -1,12 +1,86 @@
-"""Per-request journeys: queue → prefill → decode → finish.  (Minimal first version; see issue 3.)"""
+"""Per-request journeys: queue → scheduled → first token → last token (vLLM's own phases).
+
+One ``Journey`` per request (per attempt, per server run). Every number carries where it came from in
+``sources``: ``logged`` (a line states it), ``derived`` (from sub-second timestamps or from logged
+numbers) or ``estimated`` (from 1-second log timestamps, counted stream lines, or inference such as
+"no end line, but the server shut down cleanly").
+
+Conventions (``vllm bench serve``): TTFT = arrival → first token, e2e = arrival → finish,
+TPOT = (e2e − TTFT) / (output tokens − 1) only when output tokens > 1, decode = e2e − TTFT.
+
+Status rules:
+
+* a finish / abort / failure line decides the status (``logged``); the handbook's
+  ``Status: ERROR. Reason: Client disconnected`` is counted as ``aborted`` (vLLM's finish reason for a
+  client that went away), with ``sources["status"] = "derived"``;
+* a chat response line with a ``finish_reason`` (``streaming complete`` or a last delta) → ``success``;
+* no end evidence, but the request reached the engine and its server run then shut down cleanly
+  (uvicorn's shutdown lines) → ``success`` with ``sources["status"] = "estimated"``: vLLM 0.32 prints no
+  finish line for ``/v1/completions``, while it does print every abort and failure when request logging
+  is on, so a request that was neither aborted nor failed before a graceful shutdown has completed;
+* otherwise (end of input, restart, crash) → ``unfinished``.
+"""
 
 from __future__ import annotations
 
+import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from .model import Event
+
+#: Ranking of number provenance, best first.
+SOURCE_RANK = {"logged": 0, "derived": 1, "estimated": 2}
+STATUSES = ("success", "aborted", "error", "cancelled", "unfinished")
+
+_ENGINE_SUFFIX = re.compile(r"^(?P<api>.+)-[0-9a-f]{8}$")
+_CHILD_PREFIX = re.compile(r"^\d+_(?P<api>.+)$")
+_ABORT_REASON = re.compile(r"client (?:disconnect|abort|closed|went away)|aborted", re.I)
+#: Event kinds that start a request (a second one for an ended id is a retry).
+START_KINDS = frozenset({"request_received", "request_queued"})
+#: Kinds that only enrich a journey that already exists.
+ENRICH_ONLY = frozenset({"request_details"})
+#: ``finish_reason`` values vLLM prints that are not finish reasons.
+_NOT_FINISH = frozenset({"streaming_complete", "None"})
+_END_KINDS = frozenset({"request_finished", "request_failed", "request_rejected", "request_exception", "response_generated"})
+_GEN_PATH = re.compile(r"/v1/(?:chat/)?completions|/generate|/v1/embeddings|/v1/responses|/pooling|/score|/rerank")
+
+#: Column order of the requests table (``to_dict`` / CSV / Parquet).
+COLUMNS = (
+    "request_id", "engine_request_id", "file", "server", "attempt", "status", "reason", "finish_reason",
+    "http_status", "arrival_ts", "scheduled_ts", "prefill_start_ts", "prefill_end_ts", "first_token_ts",
+    "last_token_ts", "finish_ts", "queue_s", "prefill_s", "ttft_s", "decode_s", "tpot_s", "e2e_s",
+    "prompt_tokens", "output_tokens", "max_tokens", "blocks", "decode_steps", "preemptions",
+    "queue_wait_exceeded", "ts_resolution_s", "first_line", "last_line", "sources",
+)
+TS_COLUMNS = ("arrival_ts", "scheduled_ts", "prefill_start_ts", "prefill_end_ts", "first_token_ts",
+              "last_token_ts", "finish_ts")
+
+
+def _min(a: datetime | None, b: datetime | None) -> datetime | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if a <= b else b
+
+
+def _max(a: datetime | None, b: datetime | None) -> datetime | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if a >= b else b
+
+
+def _worst(*srcs: str | None) -> str:
+    best = "logged"
+    for s in srcs:
+        if s is not None and SOURCE_RANK.get(s, 2) > SOURCE_RANK[best]:
+            best = s
+    return best
 
 
 @dataclass(slots=True)
@@ -35,60 +109,387 @@ class Journey:
     first_line: int = 0
     last_line: int = 0
     sources: dict[str, str] = field(default_factory=dict)
+    engine_request_id: str | None = None
+    attempt: int = 1
+    finish_reason: str | None = None
+    prefill_start_ts: datetime | None = None
+    prefill_end_ts: datetime | None = None
+    last_token_ts: datetime | None = None
+    max_tokens: int | None = None
+    blocks: int | None = None
+    decode_steps: int = 0
+    queue_wait_exceeded: bool = False
+    ts_resolution_s: float = 1.0
+    """1.0 for text logs (``MM-DD HH:MM:SS``), 0.001 when any timestamp had sub-second digits."""
+    # working state (not exported)
+    ended: bool = False
+    reached_engine: bool = False
+    starts: int = 0
+    max_step: int = -1
+    deltas: int = 0
+    total_tokens: int | None = None
+    aliases: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON shape (``vllmlog requests --json``)."""
+        """JSON shape (``vllmlog requests --json``): timestamps ISO 8601 or null."""
         out: dict[str, Any] = {}
-        for k in self.__slots__:  # type: ignore[attr-defined]
+        for k in COLUMNS:
             v = getattr(self, k)
             out[k] = v.isoformat() if isinstance(v, datetime) else v
+        out["sources"] = dict(self.sources)
         return out
+
+    def finalize(self, clean_shutdown: bool = False) -> None:
+        """Decide the status of a journey without end evidence and compute the derived numbers."""
+        src = self.sources
+        if not self.ended:
+            if clean_shutdown and self.reached_engine:
+                self.status = "success"
+                src["status"] = "estimated"
+            else:
+                self.status = "unfinished"
+                src.pop("status", None)
+        tsrc = "derived" if self.ts_resolution_s < 1.0 else "estimated"
+        if self.arrival_ts is not None and self.scheduled_ts is not None and self.queue_s is None:
+            self.queue_s = max(0.0, (self.scheduled_ts - self.arrival_ts).total_seconds())
+            src["queue_s"] = tsrc
+        if self.prefill_s is None and self.prefill_start_ts is not None and self.prefill_end_ts is not None:
+            self.prefill_s = max(0.0, (self.prefill_end_ts - self.prefill_start_ts).total_seconds())
+            src["prefill_s"] = tsrc
+        if self.ttft_s is None and self.arrival_ts is not None and self.first_token_ts is not None:
+            self.ttft_s = max(0.0, (self.first_token_ts - self.arrival_ts).total_seconds())
+            src["ttft_s"] = tsrc
+        if self.e2e_s is None and self.arrival_ts is not None and self.finish_ts is not None:
+            self.e2e_s = max(0.0, (self.finish_ts - self.arrival_ts).total_seconds())
+            src["e2e_s"] = tsrc
+        # output tokens: logged ids > total − prompt > decode steps / stream deltas
+        if self.output_tokens is None:
+            if self.total_tokens is not None and self.prompt_tokens is not None:
+                self.output_tokens = self.total_tokens - self.prompt_tokens
+                src["output_tokens"] = "derived"
+            elif self.max_step >= 0:
+                self.output_tokens = self.max_step + 1
+                src["output_tokens"] = "estimated"
+            elif self.deltas:
+                self.output_tokens = self.deltas
+                src["output_tokens"] = "estimated"
+        if self.status == "success" and self.e2e_s is not None and self.ttft_s is not None:
+            if self.decode_s is None:
+                self.decode_s = max(0.0, self.e2e_s - self.ttft_s)
+                src["decode_s"] = _worst("derived", src.get("e2e_s"), src.get("ttft_s"))
+            if self.tpot_s is None and self.output_tokens is not None and self.output_tokens > 1:
+                self.tpot_s = self.decode_s / (self.output_tokens - 1)
+                src["tpot_s"] = _worst("derived", src.get("decode_s"), src.get("output_tokens"))
 
 
 class JourneyBuilder:
-    """Builds journeys incrementally from events."""
+    """Builds journeys incrementally from events (bounded: ended journeys go to ``sink`` or ``done``).
 
-    def __init__(self) -> None:
+    Ended journeys wait in a small buffer (``linger`` of them) so late lines — ``Request X aborted.``
+    after the engine's ``Aborted request(s) X-hex.``, a trailing access line — still fold in.
+    """
+
+    def __init__(
+        self,
+        sink: Callable[[Journey], None] | None = None,
+        keep: bool = True,
+        linger: int = 2048,
+        max_open: int = 200_000,
+    ) -> None:
         self.open: dict[str, Journey] = {}
         self.done: list[Journey] = []
         self.server = 0
+        self.file: str | None = None
+        self.sink = sink
+        self.keep = keep
+        self.linger = linger
+        self.max_open = max_open
+        self.evicted = 0
+        self.closing: OrderedDict[str, Journey] = OrderedDict()
+        self.alias: dict[str, str] = {}
+        self.attempts: dict[str, int] = {}
+        self.clean_shutdown = False
+        self.emitted = 0
+        self._last: Journey | None = None
+        self._last_kind: str | None = None
 
+    # -- lifecycle
     def new_server(self, file: str) -> None:
-        """A server restart: in-flight journeys of the old run end as unfinished."""
-        self.done.extend(self.open.values())
-        self.open.clear()
-        self.server += 1
+        """A server restart: in-flight journeys of the old run are closed (ids may be reused)."""
+        self._flush_all()
+        self.server = self.server + 1 if file == self.file else 0
+        self.file = file
+        self.clean_shutdown = False
 
-    def add(self, e: Event) -> None:
-        """Fold one request-related event in."""
-        rid = e.request_id
-        if rid is None:
-            return
-        j = self.open.get(rid)
-        if j is None:
-            j = Journey(rid, e.file, self.server, first_line=e.line)
-            j.arrival_ts = e.ts
-            self.open[rid] = j
-        j.last_line = e.line_end
-        k = e.kind
-        f = e.fields
-        if k == "request_finished":
-            j.status = f.get("status") or "success"
-            j.reason = f.get("reason")
-            j.finish_ts = e.ts
-            for name in ("ttft_s", "tpot_s", "e2e_s"):
-                if f.get(name) is not None:
-                    setattr(j, name, f[name])
-                    j.sources[name] = "logged"
-            self.done.append(self.open.pop(rid))
-        elif k in ("request_aborted", "request_failed"):
-            j.status = f.get("status") or "aborted"
-            j.reason = f.get("reason")
-            j.finish_ts = e.ts
-            self.done.append(self.open.pop(rid))
+    def shutdown(self, e: Event | None = None) -> None:
+        """The current server run is shutting down gracefully."""
+        self.clean_shutdown = True
 
     def finish(self) -> list[Journey]:
-        """End of input: everything still open is unfinished; return all journeys."""
-        self.done.extend(self.open.values())
-        self.open.clear()
+        """End of input: close everything; return all kept journeys (in arrival order)."""
+        self._flush_all()
+        self.done.sort(key=lambda j: (j.file, j.server, j.first_line))
         return self.done
+
+    def _flush_all(self) -> None:
+        for j in list(self.open.values()):
+            self._close(j)
+        self.open.clear()
+        while self.closing:
+            self._emit(self.closing.popitem(last=False)[1])
+        self.alias.clear()
+        self.attempts.clear()
+        self._last = None
+
+    def _emit(self, j: Journey) -> None:
+        j.finalize(self.clean_shutdown if j.server == self.server else False)
+        self.emitted += 1
+        if self.sink is not None:
+            self.sink(j)
+        if self.keep:
+            self.done.append(j)
+
+    def _close(self, j: Journey) -> None:
+        """Move an ended (or abandoned) journey to the linger buffer."""
+        for a in j.aliases:
+            if self.alias.get(a) == j.request_id:
+                del self.alias[a]
+        self.open.pop(j.request_id, None)
+        old = self.closing.pop(j.request_id, None)
+        if old is not None and old is not j:
+            self._emit(old)
+        self.closing[j.request_id] = j
+        while len(self.closing) > self.linger:
+            self._emit(self.closing.popitem(last=False)[1])
+
+    def _evict(self) -> None:
+        """Bound memory: the oldest open journey (no end line for a long time) leaves as unfinished."""
+        old = next(iter(self.open.values()))
+        old.reason = old.reason or "no end line before the tracking limit"
+        self.evicted += 1
+        self.open.pop(old.request_id)
+        for a in old.aliases:
+            self.alias.pop(a, None)
+        old.finalize(False)
+        self.emitted += 1
+        if self.sink is not None:
+            self.sink(old)
+        if self.keep:
+            self.done.append(old)
+
+    # -- events
+    def _resolve(self, rid: str) -> str:
+        a = self.alias.get(rid)
+        if a is not None:
+            return a
+        if rid in self.open or rid in self.closing:
+            return rid
+        m = _ENGINE_SUFFIX.match(rid)
+        if m and (m["api"] in self.open or m["api"] in self.closing):
+            return m["api"]
+        m = _CHILD_PREFIX.match(rid)
+        if m and (m["api"] in self.open or m["api"] in self.closing):
+            return m["api"]
+        return rid
+
+    def _journey(self, rid: str, e: Event) -> Journey:
+        key = self._resolve(rid)
+        j = self.open.get(key)
+        start = e.kind in START_KINDS
+        if j is not None and start and j.starts and (j.reached_engine or j.ended):
+            # the same id arrives again while the first is still open: a retry (or a reused id)
+            j.reason = j.reason or "request id received again (retry?)"
+            self._close(j)
+            j = None
+        if j is None:
+            c = self.closing.get(key)
+            if c is not None and not start:
+                return c  # a late line of an ended request
+            n = self.attempts.get(key, 0) + 1
+            self.attempts[key] = n
+            if c is not None:
+                self.closing.pop(key)
+                self._emit(c)
+            j = Journey(key, e.file, self.server, first_line=e.line, attempt=n)
+            self.open[key] = j
+            if len(self.open) > self.max_open:
+                self._evict()
+        if key != rid and rid not in j.aliases:
+            j.aliases.append(rid)
+            self.alias[rid] = key
+            if j.engine_request_id is None:
+                j.engine_request_id = rid
+        return j
+
+    def add(self, e: Event) -> None:
+        """Fold one request-related event (or an uvicorn access line) in."""
+        k = e.kind
+        if k == "http_access":
+            self._access(e)
+            return
+        if k in ENRICH_ONLY:
+            # DEBUG body/details lines may name the HTTP-level id (never seen again): no new journey
+            rid = e.request_id
+            key = self._resolve(rid) if rid is not None else None
+            j = self.open.get(key) if key is not None else None
+            if j is not None and e.line < j.first_line:
+                j.first_line = e.line
+            return
+        f = e.fields
+        rid = e.request_id
+        if rid is None:
+            ids = f.get("request_ids") if k == "request_aborted" else None
+            if not ids:
+                return
+            for r in ids:
+                self._fold(self._journey(r, e), r, e)
+            return
+        self._fold(self._journey(rid, e), rid, e)
+
+    def _fold(self, j: Journey, rid: str, e: Event) -> None:
+        k = e.kind
+        f = e.fields
+        ts = e.ts
+        src = j.sources
+        if e.line_end > j.last_line:
+            j.last_line = e.line_end
+        if e.line < j.first_line:
+            j.first_line = e.line
+        if ts is not None and ts.microsecond:
+            j.ts_resolution_s = 0.001
+        self._last, self._last_kind = j, k
+        if k in START_KINDS:
+            j.starts += 1
+            if j.arrival_ts is None or (ts is not None and ts <= j.arrival_ts):
+                src.pop("arrival_ts", None)
+            j.arrival_ts = _min(j.arrival_ts, ts)
+            if f.get("prompt_tokens") is not None and j.prompt_tokens is None:
+                j.prompt_tokens = f["prompt_tokens"]
+                src["prompt_tokens"] = "logged"
+            if f.get("max_tokens") is not None:
+                j.max_tokens = f["max_tokens"]
+            if k == "request_queued":
+                j.reached_engine = True
+            return
+        if j.arrival_ts is None or (ts is not None and ts < j.arrival_ts):
+            # no start line seen (yet): the earliest line stands in for arrival
+            j.arrival_ts = _min(j.arrival_ts, ts)
+            src["arrival_ts"] = "estimated"
+        if k == "request_added":
+            j.reached_engine = True
+            if rid != j.request_id:
+                j.engine_request_id = rid
+        elif k == "request_scheduled":
+            j.reached_engine = True
+            j.scheduled_ts = _min(j.scheduled_ts, ts)
+        elif k == "prefill_started":
+            j.reached_engine = True
+            j.scheduled_ts = _min(j.scheduled_ts, ts)
+            j.prefill_start_ts = _min(j.prefill_start_ts, ts)
+            if f.get("prompt_tokens") is not None:
+                j.prompt_tokens = f["prompt_tokens"]
+                src["prompt_tokens"] = "logged"
+            if f.get("blocks") is not None:
+                j.blocks = f["blocks"]
+        elif k == "prefill_completed":
+            j.prefill_end_ts = _max(j.prefill_end_ts, ts)
+            j.first_token_ts = _min(j.first_token_ts, ts)
+            j.last_token_ts = _max(j.last_token_ts, ts)
+            if f.get("prefill_s") is not None:
+                j.prefill_s = f["prefill_s"]
+                src["prefill_s"] = "logged"
+        elif k == "decode_step" or k == "slow_generation":
+            if k == "decode_step":
+                j.decode_steps += 1
+            step = f.get("step")
+            if step is not None and step > j.max_step:
+                j.max_step = step
+            if j.first_token_ts is None:
+                j.first_token_ts = ts
+            j.last_token_ts = _max(j.last_token_ts, ts)
+        elif k == "response_generated":
+            self._generated(j, e)
+        elif k == "preemption" or k == "block_allocation_failed":
+            j.preemptions += 1
+            src["preemptions"] = "logged"
+        elif k == "queue_wait_exceeded":
+            j.queue_wait_exceeded = True
+        elif k == "request_finished":
+            self._finished(j, e)
+        elif k == "request_aborted":
+            if not j.ended:
+                self._end(j, e, "aborted", f.get("reason"))
+                src["status"] = "logged"
+        elif k in ("request_failed", "request_rejected", "request_exception"):
+            if not j.ended or j.status == "aborted":
+                self._end(j, e, "error", f.get("reason") or f.get("error") or k)
+                src["status"] = "logged"
+
+    def _end(self, j: Journey, e: Event, status: str, reason: str | None) -> None:
+        j.status = status
+        j.reason = reason if reason is not None else j.reason
+        j.finish_ts = e.ts if j.finish_ts is None else j.finish_ts
+        j.ended = True
+        self._close(j)
+
+    def _generated(self, j: Journey, e: Event) -> None:
+        f = e.fields
+        ts = e.ts
+        mode = f.get("streaming")
+        if mode == "delta":
+            j.deltas += 1
+            if j.first_token_ts is None or (ts is not None and ts < j.first_token_ts):
+                j.first_token_ts = ts
+                j.sources["first_token_ts"] = "logged"
+            j.last_token_ts = _max(j.last_token_ts, ts)
+        if f.get("output_tokens") is not None and "output_token_ids: None" not in e.text:
+            j.output_tokens = f["output_tokens"]
+            j.sources["output_tokens"] = "logged"
+        fr = f.get("finish_reason")
+        if fr in _NOT_FINISH:
+            fr = None
+        if fr is not None or mode != "delta":
+            j.finish_reason = fr or j.finish_reason
+            if mode is None and j.first_token_ts is None:
+                pass  # non-streaming: the first token is not visible
+            if not j.ended:
+                j.last_token_ts = _max(j.last_token_ts, ts)
+                status = "aborted" if fr == "abort" else "success"
+                self._end(j, e, status, None)
+                j.sources["status"] = "logged"
+
+    def _finished(self, j: Journey, e: Event) -> None:
+        f = e.fields
+        src = j.sources
+        status = (f.get("status") or "success").lower()
+        reason = f.get("reason")
+        if status == "error" and reason and _ABORT_REASON.search(reason):
+            status = "aborted"
+            src["status"] = "derived"
+        else:
+            src["status"] = "logged"
+        if status not in STATUSES:
+            status = "error" if status in ("failed", "failure") else status
+        for name in ("ttft_s", "tpot_s", "e2e_s"):
+            if f.get(name) is not None:
+                setattr(j, name, f[name])
+                src[name] = "logged"
+        if f.get("total_tokens") is not None:
+            j.total_tokens = f["total_tokens"]
+        if status == "success":
+            j.last_token_ts = _max(j.last_token_ts, e.ts)
+        j.ended = False
+        self._end(j, e, status, reason)
+        j.finish_ts = e.ts
+
+    def _access(self, e: Event) -> None:
+        """Tie an access line to the request whose start or end line came just before it."""
+        j, k = self._last, self._last_kind
+        self._last = None
+        st = e.fields.get("http_status")
+        path = e.fields.get("path") or ""
+        if j is None or st is None or j.http_status is not None or not _GEN_PATH.search(path):
+            return
+        if k in START_KINDS or (j.ended and k in _END_KINDS):
+            j.http_status = st
+            j.sources["http_status"] = "estimated"

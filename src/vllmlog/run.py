@@ -102,8 +102,13 @@ class Run:
 class Pipeline:
     """Incremental analysis state; ``feed`` batches of events, then ``finish`` (or ``snapshot``)."""
 
-    def __init__(self, max_notable: int = 200_000) -> None:
-        self.journeys = JourneyBuilder()
+    def __init__(
+        self,
+        max_notable: int = 200_000,
+        journey_sink: Callable[[Journey], None] | None = None,
+        keep_journeys: bool = True,
+    ) -> None:
+        self.journeys = JourneyBuilder(sink=journey_sink, keep=keep_journeys)
         self.series = SeriesBuilder()
         self.notable: list[Event] = []
         self.max_notable = max_notable
@@ -128,8 +133,8 @@ class Pipeline:
         return self.servers[-1]
 
     def _start_server(self, e: Event) -> None:
+        self.journeys.new_server(e.file)
         if self.servers and self.servers[-1].file == e.file:
-            self.journeys.new_server(e.file)
             self.series.server += 1
         else:
             self.series.server = 0
@@ -161,7 +166,7 @@ class Pipeline:
                 srv.generation = "v1" if e.text.find("[" + e.source) >= 0 else "v0"
             if k == "decode_step" or k == "request_queued":
                 srv.generation = "handbook"
-            if e.request_id is not None:
+            if e.request_id is not None or k == "http_access" or k == "request_aborted":
                 self.journeys.add(e)
             if k == "engine_stats" or k == "decode_step" or k == "request_scheduled":
                 self.series.add(e)
@@ -174,6 +179,8 @@ class Pipeline:
                         self._keep(e)
                 continue
             if k not in HIGH_VOLUME:
+                if k == "log" and e.text.find("[shutdown] API server: shutdown triggered") >= 0:
+                    self.journeys.shutdown(e)  # V1 0.2x+ graceful shutdown (no parser kind for it yet)
                 self._keep(e)
 
     def _keep(self, e: Event) -> None:
@@ -217,6 +224,7 @@ class Pipeline:
             srv.ready_ts = srv.ready_ts or e.ts
         elif k in ("server_shutdown", "server_stopped"):
             srv.shutdown = True
+            self.journeys.shutdown(e)
         elif k in ("kv_cache_size", "kv_cache_blocks", "kv_cache_memory", "max_model_len", "model_loaded", "model_architecture"):
             for key, v in f.items():
                 srv.config[key] = v
