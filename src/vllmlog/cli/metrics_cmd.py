@@ -199,18 +199,24 @@ def logging_config(
                                         help="new: pythonjsonlogger.json (≥3.1); legacy: pythonjsonlogger.jsonlogger."),
     request_ids: bool = typer.Option(False, "--request-ids",
                                      help="Add a request_id field (needs vllmlog installed next to vLLM)."),
+    log_file: Optional[str] = typer.Option(None, "--log-file",
+                                           help="Log to this file instead of stdout (no process prefix on 0.10.1–0.30)."),
     output: Optional[Path] = _OUTPUT,
 ) -> None:
     """Write a VLLM_LOGGING_CONFIG_PATH dictConfig so vLLM ≥ 0.4.3 logs JSON lines."""
     from ..export.logging_config import build_logging_config
 
-    cfg = build_logging_config(fmt=fmt, level=level, formatter_class=formatter_class, request_ids=request_ids)
+    cfg = build_logging_config(fmt=fmt, level=level, formatter_class=formatter_class, request_ids=request_ids,
+                               log_file=log_file)
     _write(json.dumps(cfg, indent=2) + "\n", output)
     err = Console(stderr=True)
     err.print("use: VLLM_LOGGING_CONFIG_PATH=<this file> vllm serve …  (vLLM 0.32+ also has "
               "--logging-config.formatter json)", highlight=False)
     if fmt == "json":
         err.print("needs: pip install python-json-logger (in vLLM's environment)", highlight=False)
+        if not log_file:
+            err.print("note: vLLM 0.10.1–0.30 prefix stdout lines with '(APIServer pid=N) '; use --log-file for "
+                      "clean JSON lines", highlight=False)
 
 
 @app.command("lnav-format")

@@ -36,8 +36,12 @@ class RequestIdFilter(logging.Filter):
 
 
 def build_logging_config(fmt: str = "json", level: str = "INFO", formatter_class: str = "new",
-                         request_ids: bool = False, stream: str = "ext://sys.stdout") -> dict[str, Any]:
-    """The dictConfig for `VLLM_LOGGING_CONFIG_PATH` (JSON lines, or text with year and milliseconds)."""
+                         request_ids: bool = False, stream: str = "ext://sys.stdout",
+                         log_file: str | None = None) -> dict[str, Any]:
+    """The dictConfig for `VLLM_LOGGING_CONFIG_PATH` (JSON lines, or text with year and milliseconds).
+
+    With `log_file`, records go to that file (append, reopened after rotation) instead of stdout; this
+    also keeps 0.10.1–0.30's `(APIServer pid=N) ` stdout wrapper from prefixing the JSON lines."""
     level = level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         raise ConfigError(f"unknown log level {level!r}", hint="use DEBUG, INFO, WARNING or ERROR")
@@ -56,8 +60,12 @@ def build_logging_config(fmt: str = "json", level: str = "INFO", formatter_class
                      + "%(message)s", "datefmt": "%Y-%m-%dT%H:%M:%S"}
     else:
         raise ConfigError(f"unknown log format {fmt!r}", hint="use json or text")
-    handler: dict[str, Any] = {"class": "logging.StreamHandler", "formatter": "vllmlog", "level": level,
-                               "stream": stream}
+    handler: dict[str, Any]
+    if log_file:
+        handler = {"class": "logging.handlers.WatchedFileHandler", "formatter": "vllmlog", "level": level,
+                   "filename": log_file, "mode": "a", "encoding": "utf-8"}
+    else:
+        handler = {"class": "logging.StreamHandler", "formatter": "vllmlog", "level": level, "stream": stream}
     cfg: dict[str, Any] = {
         "version": 1,
         "disable_existing_loggers": False,
