@@ -25,6 +25,7 @@ STEPS = 30  # one sample a minute for 30 minutes
 VERSIONS = {
     "0.6.3": DATA / "synthetic-v0.6.3.prom",  # V0, synthetic (header says so)
     "0.10.1": DATA / "synthetic-v0.10.1.prom",  # V1 in the 0.9-0.11 rename window, synthetic
+    "0.10.2": DATA / "synthetic-v0.10.2.prom",  # both ITL names live at once, synthetic
     "0.32.0": DATA / "P3-metrics-15.prom",  # recorded from a real vLLM 0.32.0
 }
 

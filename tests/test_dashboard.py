@@ -18,6 +18,7 @@ from vllmlog.prommetrics.exposition import load_snapshot_files
 
 DATA = Path(__file__).parent / "data" / "metrics"
 VERSIONS = {"0.6.3": DATA / "synthetic-v0.6.3.prom", "0.10.1": DATA / "synthetic-v0.10.1.prom",
+            "0.10.2": DATA / "synthetic-v0.10.2.prom",
             "0.32.0": DATA / "P3-metrics-15.prom"}
 
 

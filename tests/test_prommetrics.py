@@ -74,7 +74,8 @@ def test_parse_recorded_snapshot_and_guess_version() -> None:
 
 
 @pytest.mark.parametrize("name,low,high", [("synthetic-v0.6.3", "0.6.3", "0.6.3"),
-                                          ("synthetic-v0.10.1", "0.9.2", "0.10.1")])
+                                          ("synthetic-v0.10.1", "0.9.2", "0.10.1"),
+                                          ("synthetic-v0.10.2", "0.10.2", "0.10.2")])
 def test_guess_version_of_old_layouts(name: str, low: str, high: str) -> None:
     g = guess_version(load_snapshot_files(files(name))[0])
     assert g.low == parse_version(low) and g.high == parse_version(high)
