@@ -18,6 +18,8 @@ import pytest
 
 from vllmlog.cli import main
 from vllmlog.errors import InputError
+from vllmlog.export.alerts import render_prometheus
+from vllmlog.prommetrics.catalog import parse_version
 from vllmlog.prommetrics.promapi import fetch_history, history_points, history_selector
 from vllmlog.prommetrics.scrape import build_report
 
@@ -64,8 +66,10 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     tmp = tmp_path_factory.mktemp("prom")
     port = _free_port()
+    (tmp / "rules.yml").write_text(render_prometheus(parse_version("0.32.0")))
     (tmp / "prometheus.yml").write_text(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"rule_files:\n  - {tmp / 'rules.yml'}\n"
         "scrape_configs:\n  - job_name: vllm\n    static_configs:\n"
         f"      - targets: ['127.0.0.1:{srv.server_address[1]}']\n")
     proc = subprocess.Popen([binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
@@ -130,3 +134,14 @@ def test_scrape_cli_with_prometheus(prometheus: str, capsys: pytest.CaptureFixtu
 def test_bad_prometheus_url() -> None:
     with pytest.raises(InputError):
         fetch_history("http://127.0.0.1:9", since_s=60)
+
+
+def test_generated_rules_load_and_evaluate_in_real_prometheus(prometheus: str) -> None:
+    """The 0.32 rule file, loaded by a real Prometheus that scrapes real 0.32 snapshots, evaluates without error."""
+    groups = httpx.get(prometheus + "/api/v1/rules").json()["data"]["groups"]
+    rules = [r for g in groups for r in g["rules"]]
+    assert len(rules) >= 10
+    for r in rules:
+        assert r["health"] == "ok" and not r.get("lastError"), (r["name"], r.get("lastError"))
+    states = {r["name"]: r["state"] for r in rules}
+    assert states["VllmTargetDown"] == "inactive" and states["VllmMetricsMissing"] == "inactive"
