@@ -1,0 +1,343 @@
+"""`analyze`: log paths → one ``Analysis`` (run + summary + findings + timeline + verdict).
+
+The terminal rendering (``vllmlog.render``), the JSON document (``Analysis.to_dict``) and the
+HTML report (``vllmlog.export.html``) all read the same ``Analysis``; every log-derived string
+they show passes through a ``Redactor`` (prompts/outputs redacted unless asked otherwise).
+
+The diagnosis (``vllmlog.diagnose``), the timeline (``vllmlog.timeline``) and the RED/USE summary
+(``vllmlog.summary``) are separate modules; when one is not available (an older install, an
+import error) the analysis records it in ``unavailable`` and the outputs say so instead of
+pretending everything is fine.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .errors import InputError
+from .redact import DEFAULT as DEFAULT_REDACTOR
+from .redact import Redactor
+from .run import Run, load
+
+#: Severities, least to most severe (vllmlog's common vocabulary).
+SEVERITIES: tuple[str, ...] = ("info", "warning", "error", "critical")
+#: ``--fail-on`` values: a severity, or ``never``.
+FAIL_ON_CHOICES: tuple[str, ...] = SEVERITIES + ("never",)
+
+VERDICTS = ("healthy", "degraded", "failing", "unknown")
+
+SCHEMA = "vllmlog.analysis/1"
+
+
+# --------------------------------------------------------------------------- findings
+
+def severity_name(sev: Any) -> str:
+    """A finding's severity as one of ``SEVERITIES`` (accepts enums, strings, odd casing)."""
+    if sev is None:
+        return "info"
+    v = getattr(sev, "value", sev)
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = getattr(sev, "name", str(v))
+    s = str(v).lower()
+    if "." in s:
+        s = s.rsplit(".", 1)[-1]
+    return s if s in SEVERITIES else ("warning" if s == "warn" else "info")
+
+
+def severity_rank(sev: Any) -> int:
+    """0 (info) … 3 (critical)."""
+    return SEVERITIES.index(severity_name(sev))
+
+
+def finding_dict(f: Any) -> dict[str, Any]:
+    """A finding (object with ``to_dict`` or a dict) as a plain dict."""
+    if isinstance(f, dict):
+        d = dict(f)
+    elif hasattr(f, "to_dict"):
+        d = dict(f.to_dict())
+    else:  # pragma: no cover - defensive
+        d = {"title": str(f)}
+    d["severity"] = severity_name(d.get("severity"))
+    return d
+
+
+def finding_view(d: dict[str, Any]) -> dict[str, Any]:
+    """The fields every output shows, whatever the producing rule called them."""
+    ev = d.get("evidence") or []
+    evidence = []
+    for e in ev if isinstance(ev, list) else [ev]:
+        if isinstance(e, dict):
+            evidence.append({"file": e.get("file"), "line": e.get("line"), "text": str(e.get("text") or e.get("line_text") or ""),
+                             "ts": e.get("ts")})
+        else:
+            evidence.append({"file": None, "line": None, "text": str(e), "ts": None})
+    return {
+        "severity": severity_name(d.get("severity")),
+        "code": d.get("code") or d.get("id") or d.get("rule_id") or "",
+        "rule": d.get("rule") or d.get("slug") or d.get("name") or "",
+        "title": d.get("title") or d.get("summary") or d.get("rule") or "finding",
+        "message": d.get("message") or d.get("detail") or d.get("description") or "",
+        "root_cause": d.get("root_cause") or d.get("cause") or "",
+        "fix": d.get("remediation") or d.get("fix") or d.get("fixes") or "",
+        "first_seen": d.get("first_seen") or d.get("first_ts") or d.get("start") or d.get("ts"),
+        "last_seen": d.get("last_seen") or d.get("last_ts") or d.get("end"),
+        "count": d.get("count"),
+        "evidence": evidence,
+    }
+
+
+def verdict_of(findings: Sequence[dict[str, Any]] | None) -> str:
+    """failing if any critical/error finding, degraded if any warning, healthy otherwise."""
+    worst = max((severity_rank(f.get("severity")) for f in findings or []), default=0)
+    return "failing" if worst >= 2 else "degraded" if worst == 1 else "healthy"
+
+
+def should_fail(findings: Sequence[dict[str, Any]] | None, fail_on: str) -> bool:
+    """True when a finding is at least as severe as ``fail_on`` (``never`` never fails)."""
+    if fail_on == "never":
+        return False
+    floor = SEVERITIES.index(fail_on)
+    return any(severity_rank(f.get("severity")) >= floor for f in findings or [])
+
+
+# --------------------------------------------------------------------------- statistics
+
+def quantile(sorted_vals: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated quantile of an ascending list (None when empty)."""
+    n = len(sorted_vals)
+    if n == 0:
+        return None
+    if n == 1:
+        return float(sorted_vals[0])
+    pos = q * (n - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    return float(sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo))
+
+
+def describe(values: Sequence[float | None]) -> dict[str, Any]:
+    """count / mean / p50 / p90 / p95 / p99 / max of the non-null values."""
+    v = sorted(float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x)))
+    if not v:
+        return {"count": 0}
+    return {"count": len(v), "mean": sum(v) / len(v), "p50": quantile(v, 0.5), "p90": quantile(v, 0.9),
+            "p95": quantile(v, 0.95), "p99": quantile(v, 0.99), "max": v[-1]}
+
+
+LATENCY_METRICS = ("queue_s", "ttft_s", "tpot_s", "e2e_s")
+
+
+def _mean_max(vals: list[float]) -> dict[str, Any]:
+    if not vals:
+        return {"count": 0}
+    return {"count": len(vals), "mean": sum(vals) / len(vals), "max": max(vals)}
+
+
+def red_use(run: Run) -> dict[str, Any]:
+    """The compact RED/USE numbers the report and terminal show, computed from the ``Run``.
+
+    RED: request rate, errors (non-success journeys, HTTP ≥ 400), durations (queue, TTFT, TPOT,
+    e2e). USE: running/waiting/swapped, KV-cache usage, preemptions, throughput.
+    """
+    js = run.journeys
+    status: dict[str, int] = {}
+    for j in js:
+        status[j.status] = status.get(j.status, 0) + 1
+    arrivals = [j.arrival_ts for j in js if j.arrival_ts is not None]
+    span = (max(arrivals) - min(arrivals)).total_seconds() if len(arrivals) > 1 else 0.0
+    http_total = sum(run.http_status.values())
+    http_err = sum(c for s, c in run.http_status.items() if s >= 400)
+    http_5xx = sum(c for s, c in run.http_status.items() if s >= 500)
+    failed = sum(c for s, c in status.items() if s not in ("success", "finished", "stop", "length", "unfinished"))
+    durations = {m: describe([getattr(j, m, None) for j in js]) for m in LATENCY_METRICS}
+    st = run.series.stats
+    dec = run.series.decode
+
+    def col(name: str) -> list[float]:
+        return [float(v) for s in st if (v := getattr(s, name)) is not None]
+
+    kv = col("kv_cache_usage") or [d.kv_max for d in dec]
+    preempt_vals = col("preemptions")
+    use = {
+        "running": _mean_max(col("running")),
+        "waiting": _mean_max(col("waiting")),
+        "swapped": _mean_max(col("swapped")),
+        "kv_cache_usage": _mean_max(kv),
+        "batch_size": _mean_max([d.batch_size_mean for d in dec]) if dec else {"count": 0},
+        "prompt_throughput": _mean_max(col("prompt_throughput")),
+        "generation_throughput": _mean_max(col("generation_throughput")),
+        "preemptions": (max(preempt_vals) if preempt_vals else None),
+        "preempted_requests": sum(1 for j in js if j.preemptions),
+    }
+    return {
+        "requests": {
+            "total": len(js), "by_status": dict(sorted(status.items(), key=lambda kv: -kv[1])),
+            "failed_or_aborted": failed, "unfinished": status.get("unfinished", 0),
+            "rate_per_s": (len(arrivals) / span) if span > 0 else None,
+            "http": {"total": http_total, "errors": http_err, "5xx": http_5xx,
+                     "by_status": {str(k): v for k, v in sorted(run.http_status.items())}},
+        },
+        "durations": durations,
+        "use": use,
+        "levels": dict(run.levels),
+        "lines": run.parse_stats.lines,
+        "events": run.parse_stats.events,
+    }
+
+
+# --------------------------------------------------------------------------- the analysis
+
+@dataclass
+class Analysis:
+    """Everything ``vllmlog analyze`` reports about a set of logs."""
+
+    run: Run
+    summary: dict[str, Any]
+    """RED/USE numbers (``red_use``), plus the summary module's document under ``"detail"`` when present."""
+    findings: list[dict[str, Any]] | None
+    """Findings as dicts, worst first; None when the diagnosis could not run."""
+    timeline: list[dict[str, Any]] | None
+    """Incident timeline entries; None when unavailable."""
+    unavailable: dict[str, str] = field(default_factory=dict)
+    """Parts that could not be produced → why (``{"diagnosis": "…"}``)."""
+
+    @property
+    def verdict(self) -> str:
+        """healthy / degraded / failing (``unknown`` when the diagnosis could not run)."""
+        return "unknown" if self.findings is None else verdict_of(self.findings)
+
+    @property
+    def files(self) -> list[str]:
+        return list(self.run.files)
+
+    def views(self) -> list[dict[str, Any]]:
+        """Findings normalised for display (see ``finding_view``)."""
+        return [finding_view(f) for f in self.findings or []]
+
+    def to_dict(self, redactor: Redactor = DEFAULT_REDACTOR) -> dict[str, Any]:
+        """The machine-readable document (``vllmlog analyze --json``)."""
+        run = self.run
+        rd = redactor.value
+        return {
+            "schema": SCHEMA,
+            "verdict": self.verdict,
+            "files": self.files,
+            "time_range": {"start": run.start_ts.isoformat() if run.start_ts else None,
+                           "end": run.end_ts.isoformat() if run.end_ts else None},
+            "servers": [rd(server_view(s.to_dict())) for s in run.servers],
+            "summary": self.summary,
+            "findings": rd(self.findings) if self.findings is not None else None,
+            "timeline": rd(self.timeline) if self.timeline is not None else None,
+            "unavailable": self.unavailable,
+            "parse": {"lines": run.parse_stats.lines, "events": run.parse_stats.events,
+                      "unknown_templates": rd(run.parse_stats.to_dict(20)["unknown_templates"])},
+        }
+
+
+def server_view(d: dict[str, Any]) -> dict[str, Any]:
+    """A server run's dict without private keys (``_engine_config_seen``)."""
+    out = dict(d)
+    out["config"] = {k: v for k, v in (d.get("config") or {}).items() if not str(k).startswith("_")}
+    return out
+
+
+def _optional(module: str) -> tuple[Any | None, str | None]:
+    try:
+        return importlib.import_module(f"vllmlog.{module}"), None
+    except ImportError as exc:
+        return None, f"vllmlog.{module} is not available ({exc})"
+
+
+def _summary_detail(run: Run) -> tuple[dict[str, Any] | None, str | None]:
+    mod, why = _optional("summary")
+    if mod is None:
+        return None, why
+    for name in ("summarize", "build_summary", "summary"):
+        fn = getattr(mod, name, None)
+        if callable(fn):
+            try:
+                res = fn(run)
+            except Exception as exc:  # a bug there must not take the whole report down
+                return None, f"summary failed: {type(exc).__name__}: {exc}"
+            if hasattr(res, "to_dict"):
+                res = res.to_dict()
+            return (res if isinstance(res, dict) else None), None
+    return None, "vllmlog.summary has no summarize()"
+
+
+def analyze(
+    paths: Sequence[str] | str,
+    *,
+    year: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    config: Any = None,
+    run: Run | None = None,
+) -> Analysis:
+    """Parse the logs (or take an already loaded ``run``), diagnose, build the timeline."""
+    if run is None:
+        run = load(paths, year=year, progress=progress)
+    unavailable: dict[str, str] = {}
+    summary = red_use(run)
+    detail, why = _summary_detail(run)
+    if detail is not None:
+        summary["detail"] = detail
+    elif why:
+        unavailable["summary"] = why
+
+    findings_obj: list[Any] | None = None
+    findings: list[dict[str, Any]] | None = None
+    diag, why = _optional("diagnose")
+    if diag is not None and hasattr(diag, "diagnose"):
+        try:
+            findings_obj = list(diag.diagnose(run, config=config))
+            findings = [finding_dict(f) for f in findings_obj]
+            findings.sort(key=lambda f: -severity_rank(f.get("severity")))
+        except Exception as exc:
+            unavailable["diagnosis"] = f"diagnosis failed: {type(exc).__name__}: {exc}"
+    else:
+        unavailable["diagnosis"] = why or "vllmlog.diagnose has no diagnose()"
+
+    timeline: list[dict[str, Any]] | None = None
+    tl, why = _optional("timeline")
+    if tl is not None and hasattr(tl, "build_timeline"):
+        try:
+            res = tl.build_timeline(run, findings_obj or [])
+            timeline = _timeline_dicts(res)
+        except Exception as exc:
+            unavailable["timeline"] = f"timeline failed: {type(exc).__name__}: {exc}"
+    else:
+        unavailable["timeline"] = why or "vllmlog.timeline has no build_timeline()"
+    return Analysis(run=run, summary=summary, findings=findings, timeline=timeline, unavailable=unavailable)
+
+
+def _timeline_dicts(res: Any) -> list[dict[str, Any]]:
+    if hasattr(res, "to_dict"):
+        res = res.to_dict()
+    if isinstance(res, dict):
+        res = res.get("entries") or res.get("events") or res.get("timeline") or []
+    out = []
+    for e in res or []:
+        out.append(e.to_dict() if hasattr(e, "to_dict") else dict(e) if isinstance(e, dict) else {"text": str(e)})
+    return out
+
+
+# --------------------------------------------------------------------------- bundled examples
+
+def example_names() -> list[str]:
+    """Names of the bundled example logs (``vllmlog analyze --example NAME``)."""
+    root = resources.files("vllmlog") / "examples"
+    return sorted(p.name[:-4] for p in root.iterdir() if p.name.endswith(".log"))
+
+
+def example_path(name: str) -> str:
+    """Filesystem path of a bundled example log."""
+    name = name[:-4] if name.endswith(".log") else name
+    if name not in example_names():
+        raise InputError(f"no bundled example named {name!r}", hint="choose one of: " + ", ".join(example_names()))
+    p = resources.files("vllmlog") / "examples" / f"{name}.log"
+    return str(Path(str(p)))

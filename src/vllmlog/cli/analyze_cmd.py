@@ -1,0 +1,70 @@
+"""`vllmlog analyze`: the main job — parse, diagnose, print the verdict, write the HTML report."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+import orjson
+import typer
+from rich.console import Console
+
+from ..analyze import FAIL_ON_CHOICES, analyze, example_names, example_path, should_fail
+from ..errors import ConfigError
+from ..redact import Redactor
+from ._app import app
+from .common import OptInt, OptStr, YearOpt, progress_bar, stdout_console
+
+DEFAULT_REPORT = "vllmlog-report.html"
+
+
+@app.command("analyze")
+def analyze_cmd(
+    logs: Optional[List[str]] = typer.Argument(None, help="vLLM log files (plain or .gz); - reads standard input.",
+                                               metavar="LOG..."),
+    output: OptStr = typer.Option(None, "--output", "-o", help=f"Where to write the HTML report (default ./{DEFAULT_REPORT})."),
+    no_html: bool = typer.Option(False, "--no-html", help="Do not write the HTML report."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document (summary + findings + timeline) instead."),
+    fail_on: str = typer.Option("warning", "--fail-on", help="Exit 1 when a finding is at least this severe: "
+                                + ", ".join(FAIL_ON_CHOICES) + "."),
+    show_prompts: bool = typer.Option(False, "--show-prompts", help="Include prompt and output text (redacted by default)."),
+    mask_ips: bool = typer.Option(False, "--mask-ips", help="Replace IP addresses with <ip>."),
+    example: OptStr = typer.Option(None, "--example", help="Analyze a bundled example log ('list' shows them)."),
+    top: int = typer.Option(5, "--top", help="How many findings to print."),
+    year: OptInt = YearOpt,
+) -> None:
+    """Is the service healthy, what went wrong, what to change — and an HTML report to share."""
+    if fail_on not in FAIL_ON_CHOICES:
+        raise ConfigError(f"unknown severity {fail_on!r} for --fail-on", hint="use one of " + ", ".join(FAIL_ON_CHOICES))
+    if example == "list":
+        for name in example_names():
+            typer.echo(name)
+        return
+    paths = list(logs or [])
+    if example:
+        paths.append(example_path(example))
+    if not paths:
+        raise ConfigError("no log given", hint="vllmlog analyze server.log (or --example list)")
+    rd = Redactor(show_prompts=show_prompts, mask_ips=mask_ips)
+    with progress_bar(paths) as prog:
+        result = analyze(paths, year=year, progress=prog)  # type: ignore[arg-type]
+    report_path = None
+    size = None
+    if not no_html:
+        from ..export.html import write_report
+
+        report_path = output or DEFAULT_REPORT
+        size = write_report(result, report_path, redactor=rd)
+    if json_out:
+        doc = result.to_dict(rd)
+        doc["report"] = os.path.abspath(report_path) if report_path else None
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        sys.stdout.flush()
+    else:
+        from ..render import render_analysis
+
+        con: Console = stdout_console()
+        render_analysis(result, con, redactor=rd, top=top, report_path=report_path, report_bytes=size)
+    if should_fail(result.findings, fail_on):
+        raise typer.Exit(1)

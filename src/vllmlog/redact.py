@@ -1,0 +1,75 @@
+"""Make log-derived text safe to share: redact prompt/output text, mask IP addresses.
+
+vLLM logs carry user data: ``Received request … prompt: '…'``, ``prompt_token_ids: […]``,
+``Generated response … output: '…'``, ``Request … details: prompt: …``, ``JSON body: {…}`` and
+validation tracebacks that echo the offending ``'input': …``. Every string the terminal output,
+the JSON document and the HTML report show goes through a ``Redactor`` first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# a quoted Python/JSON string (possibly cut short by --max-log-len or line truncation → to end of line)
+_Q = r"""(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|'[^\n]*|"[^\n]*)"""
+_LIST = r"\[[^\]\n]*\]?"
+
+_RULES: list[tuple[re.Pattern[str], str]] = [
+    # JSON body logged by --enable-log-requests (0.32): everything after the marker is the client's body
+    (re.compile(r"(JSON body: ).*"), r"\1[redacted]"),
+    # prompt / output text, V0 and V1 request logger, handbook details lines
+    (re.compile(r"(\b(?:prompt|output|text|prompt_text|output_text): )" + _Q), r"\1'[redacted]'"),
+    (re.compile(r"(\b(?:prompt|output)_token_ids: )" + _LIST), r"\1[redacted]"),
+    # dict / JSON fields echoing user content (validation errors, error bodies, request dumps)
+    (re.compile(r"""((?:\\?["'])(?:prompt|content|input|text|messages|output)(?:\\?["'])\s*:\s*)"""
+                r"""(\\?"(?:[^"\\\n]|\\[^"\n])*\\?"|'(?:[^'\\\n]|\\.)*'|\[[^\]\n]*\]?)"""), r"\1'[redacted]'"),
+]
+
+_SECRETS = re.compile(r"""((?:api_key|api-key|hf_token|token|password|authorization)['"]?\s*[=:]\s*)(['"]?)[^\s,'")}]+\2""",
+                      re.IGNORECASE)
+
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]*\d)")
+_IPV6 = re.compile(r"(?<![\w:])(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}(?![\w:])")
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Applies the sharing policy to any log-derived string."""
+
+    show_prompts: bool = False
+    """Keep prompt / output text (``--show-prompts``)."""
+    mask_ips: bool = False
+    """Replace IPv4/IPv6 addresses with ``<ip>`` (``--mask-ips``)."""
+
+    def __call__(self, text: str | None) -> str:
+        """The text with user content (and optionally IPs) removed; secrets are always masked."""
+        if not text:
+            return text or ""
+        out = text
+        if not self.show_prompts:
+            for rx, repl in _RULES:
+                out = rx.sub(repl, out)
+        out = _SECRETS.sub(r"\1\2***\2", out)
+        if self.mask_ips:
+            out = _IPV4.sub("<ip>", out)
+            out = _IPV6.sub("<ip>", out)
+        return out
+
+    def value(self, v: object) -> object:
+        """Redact strings inside a JSON-like value (dicts, lists), leaving numbers alone."""
+        if isinstance(v, str):
+            return self(v)
+        if isinstance(v, dict):
+            return {k: self.value(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [self.value(x) for x in v]
+        return v
+
+
+DEFAULT = Redactor()
+
+
+def redact(text: str | None, *, show_prompts: bool = False, mask_ips: bool = False) -> str:
+    """Convenience: ``Redactor(show_prompts, mask_ips)(text)``."""
+    return Redactor(show_prompts, mask_ips)(text)
