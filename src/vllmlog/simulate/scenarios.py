@@ -38,7 +38,7 @@ def _overload(c: SimConfig) -> None:
     c.workload.rate = 2.0
     c.workload.output_median = 300
     c.workload.bursts = [Burst(0.1 * d, 0.7 * d, 9.0)]
-    c.client.timeout_s = 120.0
+    c.client.timeout_s = 60.0
 
 
 def _kv_pressure(c: SimConfig) -> None:

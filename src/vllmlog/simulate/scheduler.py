@@ -222,6 +222,7 @@ class Engine:
         max_lines = cfg.max_lines
         step_model = cfg.step
         w = self.w
+        backlog_len = max(16, self.max_seqs)  # a queue longer than a full batch
 
         def advance(until: float) -> None:
             """Process arrivals, timed events and stats ticks with time <= until, in time order."""
@@ -254,6 +255,8 @@ class Engine:
                         req.target = req.max_tokens
                     self.requests.append(req)
                     self.waiting.append(req)
+                    if len(self.waiting) >= backlog_len and not self.hung:
+                        self._observe("backlog", t)
                     w.on_arrival(t, req, len(self.waiting))
                     if req.deadline is not None:
                         self._push(req.deadline, _EV_DEADLINE, req)
@@ -321,8 +324,8 @@ class Engine:
         # Close observed incidents.
         for key, cat, desc in (
             ("preempt", "kv_cache_pressure_preemption", "KV cache exhausted: running requests preempted"),
-            ("backlog", "queue_backlog", "arrivals exceed capacity: requests wait longer than "
-             f"{cfg.waiting_warn_s:g}s in the queue"),
+            ("backlog", "queue_backlog", "arrivals exceed capacity: the waiting queue outgrows a full batch "
+             f"(max_num_seqs) or requests wait longer than {cfg.waiting_warn_s:g}s"),
             ("disconnect", "client_abort", "clients disconnected before their requests finished"),
             ("timeout", "timeout", "clients gave up waiting (client-side timeout)"),
         ):
