@@ -129,6 +129,7 @@ class Journey:
     deltas: int = 0
     total_tokens: int | None = None
     aliases: list[str] = field(default_factory=list)
+    last_kind: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape (``vllmlog requests --json``): timestamps ISO 8601 or null."""
@@ -177,7 +178,8 @@ class Journey:
             if self.decode_s is None:
                 self.decode_s = max(0.0, self.e2e_s - self.ttft_s)
                 src["decode_s"] = _worst("derived", src.get("e2e_s"), src.get("ttft_s"))
-            if self.tpot_s is None and self.output_tokens is not None and self.output_tokens > 1:
+            measurable = self.decode_s > 0 or src.get("decode_s") != "estimated"
+            if self.tpot_s is None and measurable and self.output_tokens is not None and self.output_tokens > 1:
                 self.tpot_s = self.decode_s / (self.output_tokens - 1)
                 src["tpot_s"] = _worst("derived", src.get("decode_s"), src.get("output_tokens"))
 
@@ -357,6 +359,8 @@ class JourneyBuilder:
             j.first_line = e.line
         if ts is not None and ts.microsecond:
             j.ts_resolution_s = 0.001
+        prev_kind = j.last_kind
+        j.last_kind = k
         self._last, self._last_kind = j, k
         if k in START_KINDS:
             j.starts += 1
@@ -410,7 +414,9 @@ class JourneyBuilder:
         elif k == "response_generated":
             self._generated(j, e)
         elif k == "preemption" or k == "block_allocation_failed":
-            j.preemptions += 1
+            # the handbook prints "Failed to allocate blocks" and V0 then its preemption warning: count once
+            if not (k == "preemption" and prev_kind == "block_allocation_failed"):
+                j.preemptions += 1
             src["preemptions"] = "logged"
         elif k == "queue_wait_exceeded":
             j.queue_wait_exceeded = True

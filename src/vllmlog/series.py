@@ -47,6 +47,8 @@ class DecodeSecond:
     kv_sum: float = 0.0
     kv_max: float = 0.0
     requests: set[str] = field(default_factory=set)
+    server: int = 0
+    """Index of the server run (restart) within the file."""
 
     @property
     def batch_size_mean(self) -> float:
@@ -95,11 +97,11 @@ class SeriesBuilder:
             return
         f = e.fields
         d = self.decode[-1] if self.decode else None
-        if d is None or d.ts != e.ts or d.file != e.file:
+        if d is None or d.ts != e.ts or d.file != e.file or d.server != self.server:
             if len(self.decode) >= self._max_decode:
                 self.dropped += 1
                 return
-            d = DecodeSecond(e.ts, e.file, e.line)
+            d = DecodeSecond(e.ts, e.file, e.line, server=self.server)
             self.decode.append(d)
         d.steps += 1
         bs = f.get("batch_size") or 0
@@ -130,7 +132,7 @@ class SeriesBuilder:
         """Per-second decode aggregates as plain dicts."""
         return [
             {
-                "ts": d.ts.isoformat(), "file": d.file, "steps": d.steps, "batch_size_mean": d.batch_size_mean,
+                "ts": d.ts.isoformat(), "file": d.file, "server": d.server, "steps": d.steps, "batch_size_mean": d.batch_size_mean,
                 "batch_size_max": d.batch_size_max, "kv_cache_usage_mean": d.kv_mean, "kv_cache_usage_max": d.kv_max,
                 "active_requests": len(d.requests),
             }
