@@ -267,3 +267,13 @@ def test_old_layouts_are_judged_with_their_names(fixture: str, kv_name: str, tmp
     c = codes(reps)
     assert c["M101"] == "critical"  # 6 running, tokens frozen for 10 s
     assert c["M104"] == "error" and c["M105"] == "error" and c["M103"] == "warning"
+
+
+def test_scrape_cli_threshold_overrides(capsys) -> None:
+    args = ["scrape", "--json", "--file", files("metrics-01-light-load-4")[0], "--file",
+            files("metrics-01-light-load-5")[0]]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main([*args, "--set", "ttft_p95_s=0.01"]) == 1
+    assert [f["code"] for f in json.loads(capsys.readouterr().out)[0]["findings"]] == ["M107"]
+    assert main([*args, "--set", "nope=1"]) == 2

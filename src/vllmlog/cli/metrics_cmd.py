@@ -68,8 +68,11 @@ def scrape(
     prometheus: Optional[str] = typer.Option(None, "--prometheus", help="Read the series from this Prometheus (query_range)."),
     since: str = typer.Option("1h", "--since", help="With --prometheus: how far back."),
     step: Optional[str] = typer.Option(None, "--step", help="With --prometheus: resolution (default since/600, ≥5s)."),
+    until: Optional[str] = typer.Option(None, "--until", help="With --prometheus: end of the range (ISO time or epoch)."),
+    match: Optional[str] = typer.Option(None, "--match", help='With --prometheus: extra label matchers, e.g. job="vllm".'),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per target."),
     fail_on: str = typer.Option("warning", "--fail-on", help="Exit 1 when a finding is at least this severe."),
+    threshold: list[str] = typer.Option(None, "--set", help="Override a check threshold, e.g. --set ttft_p95_s=0.5."),
     timeout: float = typer.Option(5.0, "--timeout", help="HTTP timeout in seconds."),
 ) -> None:
     """Scrape vLLM's /metrics, compute rates and bucket-estimated quantiles, and judge them (M1xx checks)."""
@@ -82,25 +85,56 @@ def scrape(
     if sources != 1:
         raise ConfigError("give exactly one source: URL(s), --file, or --prometheus",
                           hint="e.g. vllmlog scrape localhost:8000 --count 3")
+    thresholds = _thresholds(threshold or [])
     if file:
-        reports = scrape_files([str(f) for f in file], interval_s=parse_duration(interval))
+        reports = scrape_files([str(f) for f in file], thresholds, interval_s=parse_duration(interval))
     elif prometheus:
         from ..prommetrics.promapi import fetch_history
 
-        hist = fetch_history(prometheus, parse_duration(since), step_s=parse_duration(step) if step else None,
-                             timeout_s=max(timeout, 10.0))
+        hist = fetch_history(prometheus, parse_duration(since), until=_when(until) if until else None,
+                             step_s=parse_duration(step) if step else None, timeout_s=max(timeout, 10.0), match=match)
         if not hist:
             raise InputError(f"{prometheus}: no vLLM series in the last {since}",
                              hint="check that Prometheus scrapes vLLM (vllmlog scrape URL works?)")
-        reports = [build_report(target, snaps) for target, snaps in hist.items()]
+        reports = [build_report(target, snaps, thresholds) for target, snaps in hist.items()]
     else:
-        reports = scrape_targets(list(urls), interval_s=parse_duration(interval), count=count, timeout_s=timeout)
+        reports = scrape_targets(list(urls), interval_s=parse_duration(interval), count=count, timeout_s=timeout,
+                                 thresholds=thresholds)
     if as_json:
         sys.stdout.write(json.dumps([r.to_dict() for r in reports], indent=2, default=str) + "\n")
     else:
         _render(reports)
     worst = [f for r in reports for f in r.findings if severity_at_least(f["severity"], fail_on)]
     raise typer.Exit(1 if worst else 0)
+
+
+def _thresholds(items: list[str]) -> dict[str, float]:
+    from ..prommetrics.judge import DEFAULT_THRESHOLDS
+
+    out: dict[str, float] = {}
+    for item in items:
+        key, _, val = item.partition("=")
+        if key not in DEFAULT_THRESHOLDS:
+            raise ConfigError(f"unknown threshold {key!r}", hint="one of: " + ", ".join(DEFAULT_THRESHOLDS))
+        try:
+            out[key] = float(val)
+        except ValueError as exc:
+            raise ConfigError(f"--set {item}: not a number") from exc
+    return out
+
+
+def _when(text: str) -> float:
+    from datetime import datetime, timezone
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ConfigError(f"--until {text!r}: not an ISO time or epoch seconds") from exc
+    return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def _fmt(v: float | None, unit: str = "", pct: bool = False) -> str:
