@@ -141,3 +141,97 @@ def read_lines(path: str, stats: InputStats | None = None) -> Iterator[tuple[int
         st.lines = n
         if path != "-":
             f.close()
+
+
+BLOCK = 8 << 20  # bytes read at a time by ``read_blocks``
+
+
+def read_blocks(path: str, stats: InputStats | None = None, block: int = BLOCK) -> Iterator[tuple[int, list[str]]]:
+    """Yield ``(first_line_number, lines)`` batches (``\\n`` removed) read ``block`` bytes at a time.
+
+    Same numbering, truncation and invalid-UTF-8 accounting as ``read_lines``, but one ``read`` and one
+    ``decode`` per block instead of per line: the fast path of ``vllmlog parse``.
+    """
+    check_path(path)
+    st = stats if stats is not None else InputStats(path)
+    f, is_gz = _open(path)
+    st.gzip = is_gz
+    n = 0
+    rest = b""
+    skipping = False  # inside an over-long line, dropping bytes until its newline
+    sniffed = not is_gz
+    read = f.read1 if hasattr(f, "read1") else f.read  # read1: a truncated gzip loses at most one piece
+    try:
+        while True:
+            try:
+                b = read(block)
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                st.incomplete = f"compressed stream ends early or is corrupt ({type(exc).__name__}); read {n} lines"
+                b = b""
+            except OSError as exc:
+                st.incomplete = f"read error: {exc}"
+                b = b""
+            if not sniffed and b:
+                sniffed = True
+                if _looks_binary(b[:_SNIFF]):
+                    raise InputError(f"{path}: decompresses to binary data, not a text log")
+            st.bytes += len(b)
+            if skipping:
+                i = b.find(b"\n")
+                if i < 0:
+                    if b:
+                        st.truncated_bytes += len(b)
+                        continue
+                else:
+                    st.truncated_bytes += i
+                    b = b[i:]
+                    skipping = False
+            if not b:
+                if rest:
+                    n += 1
+                    yield n, [_dec(rest, st)]
+                break
+            data = rest + b if rest else b
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                if len(data) >= MAX_LINE:
+                    rest = data[:MAX_LINE]
+                    st.truncated_lines += 1
+                    st.truncated_bytes += len(data) - MAX_LINE
+                    skipping = True
+                    # the kept head is emitted when its newline arrives
+                    continue
+                rest = data
+                continue
+            body = data[:cut]
+            rest = data[cut + 1:]
+            try:
+                lines = body.decode("utf-8").split("\n")
+            except UnicodeDecodeError:
+                lines = [_dec(x, st) for x in body.split(b"\n")]
+            if len(body) > MAX_LINE and max(map(len, lines)) > MAX_LINE:
+                for i, x in enumerate(lines):
+                    if len(x) > MAX_LINE:
+                        st.truncated_lines += 1
+                        st.truncated_bytes += len(x) - MAX_LINE
+                        lines[i] = x[:MAX_LINE]
+            if len(rest) >= MAX_LINE:
+                st.truncated_bytes += len(rest) - MAX_LINE
+                rest = rest[:MAX_LINE]
+                st.truncated_lines += 1
+                skipping = True
+            first = n + 1
+            n += len(lines)
+            yield first, lines
+    finally:
+        st.lines = n
+        if path != "-":
+            f.close()
+
+
+def _dec(b: bytes, st: InputStats) -> str:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        st.invalid_utf8_lines += 1
+        return b.decode("utf-8", "replace")

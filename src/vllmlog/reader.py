@@ -6,14 +6,14 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import islice
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .ingest import InputStats, check_path, read_lines
+from .ingest import InputStats, check_path, read_blocks
 from .model import Event
 from .parsing.parser import LineParser
 
 BATCH_LINES = 8192
+BLOCK_BYTES = 4 << 20
 
 
 @dataclass
@@ -68,6 +68,25 @@ def mtime_of(path: str) -> datetime:
         return datetime.now()
 
 
+def _parsers(
+    paths: Sequence[str] | str, year: int | None, st: ParseStats, keep_text: bool, block: int,
+) -> Iterator[tuple[LineParser, InputStats, Iterator[tuple[int, list[str]]]]]:
+    if isinstance(paths, str):
+        paths = [paths]
+    for p in paths:  # fail fast, before any output, on a bad path
+        check_path(p)
+    for path in paths:
+        ist = InputStats(path)
+        st.inputs.append(ist)
+        mt = mtime_of(path)
+        parser = LineParser(path, year if year is not None else mt.year, keep_text=keep_text)
+        if year is None and path != "-":
+            parser.end_hint(mt.month)
+        yield parser, ist, read_blocks(path, ist, block)
+        st.lines += ist.lines
+        st.merge_parser(parser)
+
+
 def iter_batches(
     paths: Sequence[str] | str,
     *,
@@ -78,37 +97,68 @@ def iter_batches(
     batch_lines: int = BATCH_LINES,
 ) -> Iterator[list[Event]]:
     """Parse inputs in order, yielding lists of events (memory stays flat on any file size)."""
-    if isinstance(paths, str):
-        paths = [paths]
-    for p in paths:  # fail fast, before any output, on a bad path
-        check_path(p)
     st = stats if stats is not None else ParseStats()
-    for path in paths:
-        ist = InputStats(path)
-        st.inputs.append(ist)
-        mt = mtime_of(path)
-        parser = LineParser(path, year if year is not None else mt.year, keep_text=keep_text)
-        if year is None and path != "-":
-            parser.end_hint(mt.month)
-        lines = read_lines(path, ist)
+    block = max(64 * 1024, batch_lines * 128)
+    for parser, ist, blocks in _parsers(paths, year, st, keep_text, block):
         done_bytes = 0
-        while True:
-            before = parser.lines
-            evs = parser.feed(islice(lines, batch_lines))
+        for first, lines in blocks:
+            evs = parser.feed(zip(range(first, first + len(lines)), lines))
             if evs:
                 _account(st, evs)
                 yield evs
             if progress is not None and ist.bytes != done_bytes:
                 progress(ist.bytes - done_bytes)
                 done_bytes = ist.bytes
-            if parser.lines == before:
-                break
         tail = parser.close()
         if tail:
             _account(st, tail)
             yield tail
-        st.lines += ist.lines
-        st.merge_parser(parser)
+
+
+def iter_jsonl(
+    paths: Sequence[str] | str,
+    *,
+    year: int | None = None,
+    stats: ParseStats | None = None,
+    keep_text: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[str]:
+    """Parse inputs in order, yielding chunks of JSON lines (one ``Event.to_dict`` object per line)."""
+    st = stats if stats is not None else ParseStats()
+    for parser, ist, blocks in _parsers(paths, year, st, keep_text, BLOCK_BYTES):
+        done_bytes = 0
+        for first, lines in blocks:
+            chunk = parser.feed_jsonl(zip(range(first, first + len(lines)), lines))
+            if chunk:
+                yield chunk
+            if progress is not None and ist.bytes != done_bytes:
+                progress(ist.bytes - done_bytes)
+                done_bytes = ist.bytes
+        yield parser.close_jsonl()
+        st.events += sum(parser.kinds.values())
+        st.lines_in_events += parser.covered
+
+
+def count(
+    paths: Sequence[str] | str,
+    *,
+    year: int | None = None,
+    stats: ParseStats | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ParseStats:
+    """Parse inputs only to count kinds and unknown templates (what ``vllmlog parse --stats`` prints)."""
+    st = stats if stats is not None else ParseStats()
+    for parser, ist, blocks in _parsers(paths, year, st, False, BLOCK_BYTES):
+        done_bytes = 0
+        for first, lines in blocks:
+            parser.feed_count(zip(range(first, first + len(lines)), lines))
+            if progress is not None and ist.bytes != done_bytes:
+                progress(ist.bytes - done_bytes)
+                done_bytes = ist.bytes
+        parser.close()
+        st.events += sum(parser.kinds.values())
+        st.lines_in_events += parser.covered
+    return st
 
 
 def _account(st: ParseStats, evs: list[Event]) -> None:

@@ -8,7 +8,7 @@ import orjson
 import typer
 from rich.table import Table
 
-from ..reader import ParseStats, iter_batches
+from ..reader import ParseStats, count, iter_jsonl
 from ._app import app
 from .common import JsonOpt, OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt, progress_bar, stdout_console
 
@@ -29,14 +29,11 @@ def parse_cmd(
     try:
         with progress_bar(logs) as prog:
             if stats and not jsonl:
-                for _ in iter_batches(logs, year=year, stats=st, keep_text=False, progress=prog):
-                    pass
+                count(logs, year=year, stats=st, progress=prog)
             else:
-                dumps = orjson.dumps
-                opt = orjson.OPT_APPEND_NEWLINE
                 write = out.write
-                for batch in iter_batches(logs, year=year, stats=st, progress=prog):
-                    write(b"".join([dumps(e.to_dict(), option=opt, default=str) for e in batch]))
+                for chunk in iter_jsonl(logs, year=year, stats=st, progress=prog):
+                    write(chunk.encode())
     except BrokenPipeError:
         return
     finally:
