@@ -20,7 +20,7 @@ from vllmlog.cli import main
 from vllmlog.errors import InputError
 from vllmlog.export.alerts import render_prometheus
 from vllmlog.prommetrics.catalog import parse_version
-from vllmlog.prommetrics.promapi import fetch_history, history_points, history_selector
+from vllmlog.prommetrics.promapi import fetch_history, history_points, history_selector, history_stats_samples
 from vllmlog.prommetrics.scrape import build_report
 
 DATA = Path(__file__).parent / "data" / "metrics"
@@ -123,6 +123,8 @@ def test_query_range_round_trip(prometheus: str) -> None:
     assert d["quantiles"]["ttft"]["estimate"] == "bucket"
     pts = history_points(snaps)
     assert pts[-1]["running"] == 8.0 and pts[-1]["generation_tokens_per_s"] == 0.0  # frozen engine at the end
+    rows = history_stats_samples(snaps)
+    assert rows[-1].running == 8 and rows[-1].source_kind == "prometheus" and rows[-1].ts.tzinfo is None
 
 
 def test_scrape_cli_with_prometheus(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:

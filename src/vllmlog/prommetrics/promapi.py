@@ -127,6 +127,30 @@ def history_points(snaps: list[Snapshot]) -> list[dict[str, Any]]:
             key = f"{role}_per_s"
             inc = counter_increase(prev, s, names[role]) if prev is not None and names[role] else None
             row[key] = None if inc is None or s.time <= prev.time else round(inc / (s.time - prev.time), 4)
+        row["dt"] = None if prev is None else s.time - prev.time
         rows.append(row)
         prev = s
     return rows
+
+
+def history_stats_samples(snaps: list[Snapshot], naive_utc: bool = True) -> list[Any]:
+    """The history as `series.StatsSample` rows (source_kind ``prometheus``) to merge with log stats lines.
+
+    Timestamps are naive UTC by default, like text-log times read on a UTC host; pass False for aware ones."""
+    from datetime import datetime, timezone
+
+    from ..series import StatsSample
+
+    out = []
+    for p in history_points(snaps):
+        ts = datetime.fromtimestamp(p["time"], tz=timezone.utc)
+        preempt = p.get("preemptions_per_s")
+        out.append(StatsSample(
+            ts=ts.replace(tzinfo=None) if naive_utc else ts, file=p["source"], line=0, process=None, engine=None,
+            running=None if p["running"] is None else int(p["running"]),
+            waiting=None if p["waiting"] is None else int(p["waiting"]), swapped=None,
+            kv_cache_usage=p["kv_cache_usage"], prompt_throughput=p["prompt_tokens_per_s"],
+            generation_throughput=p["generation_tokens_per_s"], prefix_cache_hit_rate=None,
+            preemptions=None if preempt is None else round(preempt * (p.get("dt") or 0.0)), level=None,
+            source_kind="prometheus"))
+    return out
