@@ -13,6 +13,7 @@ _COMMAND_MODULES = [
     "analyze_cmd",
     "metrics_cmd",
     "parse_cmd",
+    "summary_cmd",
     "simulate_cmd",
 ]
 

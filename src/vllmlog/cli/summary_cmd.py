@@ -1,0 +1,244 @@
+"""`vllmlog summary`, `vllmlog requests`, `vllmlog series`: the morning read, per-request journeys, engine series."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, List, Optional
+
+import orjson
+import typer
+from rich.table import Table
+
+from ..errors import ConfigError
+from ..export.tables import (
+    DECODE_COLUMNS, STATS_COLUMNS, JourneyWriter, dump_journeys, dump_rows, format_of, write_journeys, write_series,
+)
+from ..journeys import STATUSES, Journey
+from ..run import load
+from ..summary import SloTargets, summarize_paths
+from ._app import app
+from .common import JsonOpt, OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt, progress_bar, stdout_console
+
+ByOpt = typer.Option(None, "--by", help="Add a digest per `day` or `hour` (the handbook's morning read).")
+SloOpt = typer.Option(None, "--slo", help="SLO target NAME=VALUE (ttft_s=1, tokens_per_s=20, queue_s=30, e2e_s=…); repeatable.")
+
+
+def _out(text: str, output: str | None) -> None:
+    if output:
+        with open(output, "w", encoding="utf-8") as fp:
+            fp.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+def _f(v: Any, unit: str = "", digits: int = 3) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}{unit}"
+    return f"{v}{unit}"
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{v * 100:.1f}%"
+
+
+@app.command("summary")
+def summary_cmd(
+    logs: PathsT = PathsArg,
+    json_out: bool = JsonOpt,
+    by: OptStr = ByOpt,
+    slo: Optional[List[str]] = SloOpt,
+    journeys: OptStr = typer.Option(None, "--journeys", help="Also write every journey, as it completes, to this .csv/.jsonl/.json/.parquet file."),
+    top: int = typer.Option(15, "--top", help="How many warning/error templates to list."),
+    output: OptStr = OutOpt,
+    year: OptInt = YearOpt,
+) -> None:
+    """Service summary: runs, RED (rate, errors, latency percentiles), USE (KV cache, queue), SLOs, warnings."""
+    targets = SloTargets.parse(slo)
+    if by is not None and by not in ("day", "hour"):
+        raise ConfigError(f"--by {by!r} is not supported", hint="use --by day or --by hour")
+    writer = JourneyWriter(journeys) if journeys else None
+    try:
+        with progress_bar(logs) as prog:
+            doc = summarize_paths(logs, year=year, slo=targets, by=by, top=top, progress=prog, journey_sink=writer)
+    finally:
+        if writer is not None:
+            writer.close()
+    if json_out:
+        _out(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n", output)
+        return
+    con = stdout_console()
+    if output:
+        from rich.console import Console
+
+        fp = open(output, "w", encoding="utf-8")  # noqa: SIM115
+        con = Console(file=fp, width=100, soft_wrap=False)
+    _render(con, doc)
+    if output:
+        fp.close()
+
+
+def _render(con: Any, d: dict[str, Any]) -> None:
+    tr = d["time_range"]
+    con.print(f"[bold]Time range[/] {tr['start']} → {tr['end']} ({_f(tr['duration_s'], ' s', 0)}), {d['lines']:,} lines")
+    for r in d["runs"]:
+        args = ", ".join(f"{k}={v}" for k, v in r["args"].items())
+        state = "ready" if r["ready"] else "never ready"
+        state += ", shut down" if r["shutdown"] else ""
+        con.print(f"  run {r['index']} of {r['file']}: vLLM {r['version'] or '?'} ({r['generation'] or '?'}), "
+                  f"model {r['model'] or '?'}, {state}; {args}")
+    q = d["requests"]
+    bs = ", ".join(f"{k} {v}" for k, v in q["by_status"].items() if v)
+    con.print(f"\n[bold]Requests[/] {q['total']} ({_f(q['rate_per_s'], '/s')}): {bs or 'none'}; "
+              f"error rate {_pct(q['error_rate'])}, abort rate {_pct(q['abort_rate'])}")
+    est = q["status_sources"].get("estimated", 0)
+    if est:
+        con.print(f"  [dim]{est} status(es) estimated: no end line (vLLM logs none for /v1/completions), "
+                  f"server shut down cleanly without aborting them[/]")
+    for k, v in list(q["by_reason"].items())[:8]:
+        con.print(f"  {v} × {k}")
+    h = d["http"]
+    if h["total"]:
+        con.print("  HTTP: " + ", ".join(f"{k} × {v}" for k, v in h["by_status"].items()))
+    t = Table(title="Latency (s)", show_lines=False)
+    for c in ("metric", "n", "p50", "p90", "p95", "p99", "mean", "max", "from"):
+        t.add_column(c, justify="right" if c not in ("metric", "from") else "left")
+    for m, s in d["latency"].items():
+        if not s["count"]:
+            continue
+        t.add_row(m, str(s["count"]), *(_f(s[k]) for k in ("p50", "p90", "p95", "p99", "mean", "max")),
+                  ", ".join(f"{k} {v}" for k, v in s["sources"].items()))
+    if t.row_count:
+        con.print(t)
+    else:
+        con.print("[dim]  No per-request latencies in these logs (no finish lines or stream lines with times).[/]")
+    kv = d["kv_cache_usage"]
+    qq = d["queue"]
+    con.print(f"\n[bold]KV cache[/] ({kv['source']}): mean {_pct(kv['time_weighted_mean'])}, p95 {_pct(kv['p95'])}, "
+              f"max {_pct(kv['max'])}; above 80 % for {_f(kv['time_above_80_s'], ' s', 0)}, above 95 % for "
+              f"{_f(kv['time_above_95_s'], ' s', 0)}")
+    cap = f" of max-num-seqs {qq['max_num_seqs']}" if qq["max_num_seqs"] else ""
+    con.print(f"[bold]Queue[/]: running max {_f(qq['running']['max'], '', 0)}{cap}, waiting max "
+              f"{_f(qq['waiting']['max'], '', 0)} (> 0 for {_f(qq['waiting'].get('time_above_0_s'), ' s', 0)}), "
+              f"swapped max {_f(qq['swapped']['max'], '', 0)}; {qq['queue_wait_exceeded']} queue-wait warnings")
+    th = d["throughput"]
+    con.print(f"[bold]Throughput[/]: prompt {_f(th['prompt_tokens_per_s']['time_weighted_mean'], ' tok/s', 1)}, "
+              f"generation {_f(th['generation_tokens_per_s']['time_weighted_mean'], ' tok/s', 1)} "
+              f"(max {_f(th['generation_tokens_per_s']['max'], '', 1)})")
+    p = d["preemptions"]
+    con.print(f"[bold]Preemptions[/]: {p['total']} ({p['requests_preempted']} requests preempted)")
+    s = d["slo"]
+    tg = s["targets"]
+    con.print(f"\n[bold]SLO[/] TTFT < {tg['ttft_s']:g} s: {_pct(s['ttft']['attainment'])} of {s['ttft']['total']}; "
+              f"≥ {tg['tokens_per_s']:g} tok/s: {_pct(s['generation_speed']['attainment'])} of "
+              f"{s['generation_speed']['total']}; queue < {tg['queue_s']:g} s: {_pct(s['queue']['attainment'])} of "
+              f"{s['queue']['total']}; all: {_pct(s['all']['attainment'])} of {s['all']['total']}")
+    for title, rows in (("Errors", d["errors"]), ("Warnings", d["warnings"])):
+        if not rows:
+            continue
+        t = Table(title=title)
+        for c in ("count", "kind", "template", "first seen", "last seen"):
+            t.add_column(c, overflow="fold")
+        for g in rows:
+            t.add_row(str(g["count"]), g["kind"], g["template"][:120], g["first_seen"] or "", g["last_seen"] or "")
+        con.print(t)
+    if d.get("buckets"):
+        t = Table(title="Digest")
+        for c in ("from", "requests", "ok", "aborted", "error", "TTFT p95", "e2e p95", "KV max", "waiting max",
+                  "errors", "warnings"):
+            t.add_column(c)
+        for b in d["buckets"]:
+            r = b["requests"]["by_status"]
+            t.add_row(b["start"], str(b["requests"]["total"]), str(r["success"]), str(r["aborted"]),
+                      str(r["error"] + r["cancelled"]), _f(b["latency"]["ttft_s"]["p95"]),
+                      _f(b["latency"]["e2e_s"]["p95"]), _pct(b["kv_cache_usage"]["max"]),
+                      _f(b["queue"]["waiting"]["max"], "", 0), str(b["error_count"]), str(b["warning_count"]))
+        con.print(t)
+
+
+def _select(journeys: list[Journey], status: list[str] | None, slowest: int | None, metric: str) -> list[Journey]:
+    if status:
+        bad = [s for s in status if s not in STATUSES]
+        if bad:
+            raise ConfigError(f"unknown status {bad[0]!r}", hint="use one of " + ", ".join(STATUSES))
+        js = [j for j in journeys if j.status in status]
+    else:
+        js = list(journeys)
+    if slowest:
+        js = [j for j in js if getattr(j, metric) is not None]
+        js.sort(key=lambda j: getattr(j, metric), reverse=True)
+        js = js[:slowest]
+    return js
+
+
+@app.command("requests")
+def requests_cmd(
+    logs: PathsT = PathsArg,
+    json_out: bool = JsonOpt,
+    csv_out: bool = typer.Option(False, "--csv", help="CSV output (flat; one <number>_source column per number)."),
+    status: Optional[List[str]] = typer.Option(None, "--status", help="Only these statuses (success, aborted, error, cancelled, unfinished); repeatable."),
+    slowest: OptInt = typer.Option(None, "--slowest", help="Only the N slowest requests (by --metric)."),
+    metric: str = typer.Option("e2e_s", "--metric", help="Number --slowest sorts by: e2e_s, ttft_s, tpot_s, queue_s, prefill_s, decode_s."),
+    fmt: OptStr = typer.Option(None, "--format", help="Table format for -o: csv, json, jsonl, parquet (default: from the extension)."),
+    output: OptStr = OutOpt,
+    year: OptInt = YearOpt,
+) -> None:
+    """One row per request: queue → prefill → first token → finish, with where each number came from."""
+    if metric not in ("e2e_s", "ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s"):
+        raise ConfigError(f"--metric {metric!r} is not a journey duration", hint="use e2e_s, ttft_s, tpot_s, queue_s, prefill_s or decode_s")
+    with progress_bar(logs) as prog:
+        run = load(logs, year=year, progress=prog)
+    js = _select(run.journeys, status, slowest, metric)
+    if output and (fmt or not (json_out or csv_out)):
+        write_journeys(js, output, fmt or format_of(output))
+        return
+    if json_out or csv_out:
+        if output:
+            with open(output, "w", encoding="utf-8", newline="") as fp:
+                dump_journeys(js, fp, "json" if json_out else "csv")
+        else:
+            dump_journeys(js, sys.stdout, "json" if json_out else "csv")
+        return
+    con = stdout_console()
+    t = Table(title=f"{len(js)} requests")
+    for c in ("request", "status", "arrival", "queue", "TTFT", "TPOT", "e2e", "in", "out", "HTTP"):
+        t.add_column(c, overflow="fold")
+    for j in js:
+        def n(name: str) -> str:
+            v = getattr(j, name)
+            if v is None:
+                return "–"
+            mark = {"logged": "", "derived": "", "estimated": "~"}.get(j.sources.get(name, ""), "")
+            return f"{mark}{v:.3f}" if isinstance(v, float) else f"{mark}{v}"
+        st = j.status + ("~" if j.sources.get("status") == "estimated" else "")
+        t.add_row(j.request_id, st, j.arrival_ts.isoformat(sep=" ") if j.arrival_ts else "–", n("queue_s"), n("ttft_s"),
+                  n("tpot_s"), n("e2e_s"), n("prompt_tokens"), n("output_tokens"), n("http_status"))
+    con.print(t)
+    con.print("[dim]~ = estimated (1-second log timestamps, counted stream lines, or no end line after a clean shutdown)[/]")
+
+
+@app.command("series")
+def series_cmd(
+    logs: PathsT = PathsArg,
+    decode: bool = typer.Option(False, "--decode", help="The per-second decode-step series (batch size, KV usage) instead of stats lines."),
+    json_out: bool = JsonOpt,
+    csv_out: bool = typer.Option(False, "--csv", help="CSV output."),
+    fmt: OptStr = typer.Option(None, "--format", help="Table format for -o: csv, json, jsonl, parquet (default: from the extension)."),
+    output: OptStr = OutOpt,
+    year: OptInt = YearOpt,
+) -> None:
+    """Engine time series per engine and server run: running, waiting, swapped, KV usage, throughput."""
+    with progress_bar(logs) as prog:
+        run = load(logs, year=year, progress=prog)
+    if output and (fmt or not (json_out or csv_out)):
+        write_series(run.series, output, fmt or format_of(output), decode=decode)
+        return
+    rows = run.series.decode_rows() if decode else run.series.stats_rows()
+    cols = DECODE_COLUMNS if decode else STATS_COLUMNS
+    f = "json" if json_out else "csv"
+    if output:
+        with open(output, "w", encoding="utf-8", newline="") as fp:
+            dump_rows(rows, cols, fp, f)
+    else:
+        dump_rows(rows, cols, sys.stdout, f)
