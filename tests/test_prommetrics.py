@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import http.server
 import json
 import math

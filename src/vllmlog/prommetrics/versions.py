@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 
-from .catalog import CATALOG, LATEST, Version, default_engine, engines_for, format_version, parse_version
+from .catalog import CATALOG, LATEST, Version, engines_for, format_version, parse_version
 from .exposition import Snapshot
 
 #: Releases the reference examined (§0); the guess is a range over these.
@@ -84,11 +84,6 @@ def guess_version(snap: Snapshot) -> VersionGuess:
     engines = {e for _, e in fits}
     return VersionGuess(min(v for v, _ in fits), max(v for v, _ in fits),
                         engines.pop() if len(engines) == 1 else None)
-
-
-def engine_of(version: Version) -> str:
-    """Default engine generation of a release (re-exported for callers)."""
-    return default_engine(version)
 
 
 _LOG_VERSION = re.compile(
