@@ -407,3 +407,18 @@ def test_cli_exit_codes_and_outputs(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["simulate", "--format", "v9"]) == 2
     assert main(["simulate", "--fault", "meteor@10"]) == 2
     assert main(["simulate", "--start", "yesterday"]) == 2
+
+
+def test_v1_log_outputs_chat_deltas_match_truth() -> None:
+    cfg = build_config("healthy", fmt="v1", seed=5, duration_s=20, log_outputs=True)
+    buf = io.StringIO()
+    rep = simulate(cfg, buf)
+    text = buf.getvalue()
+    deltas = Counter(re.findall(r"\] Generated response (\S+) \(streaming delta\): output: ", text))
+    complete = set(re.findall(r"\] Generated response (\S+) \(streaming complete\): output: .*, "
+                              r"finish_reason: streaming_complete$", text, re.M))
+    ok = [r for r in rep.truth["requests"] if r["status"] == "success"]
+    chat_stream = {r["request_id"]: r for r in ok if r["endpoint"] == "/v1/chat/completions" and r["stream"]}
+    assert chat_stream and complete == set(chat_stream)
+    assert all(deltas[k] == r["output_tokens"] for k, r in chat_stream.items())
+    assert not any(k.startswith("cmpl-") for k in deltas)  # 0.32 logs outputs for chat requests only

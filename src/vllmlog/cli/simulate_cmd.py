@@ -70,6 +70,7 @@ def simulate_cmd(
     requests: Optional[int] = typer.Option(None, "--requests", help="Stop arrivals after this many requests."),
     lines: Optional[int] = typer.Option(None, "--lines", help="Stop arrivals once about this many lines are written."),
     fault: Optional[List[str]] = typer.Option(None, "--fault", help="Inject a fault KIND[@TIME] (repeatable): stuck_request, engine_death, nccl_hang, startup_oom, kv_too_small."),
+    log_outputs: bool = typer.Option(False, "--log-outputs", help="v1 only: --enable-log-outputs lines (Generated response, per-token deltas for streamed chat)."),
     follow: bool = typer.Option(False, "--follow", help="Write lines in real time, paced by their simulated timestamps."),
     speed: float = typer.Option(1.0, "--speed", help="With --follow: simulated seconds per real second."),
     list_: bool = typer.Option(False, "--list", help="List scenarios and formats, then exit."),
@@ -91,6 +92,7 @@ def simulate_cmd(
         scenario, fmt=fmt, seed=seed, duration_s=parse_duration(duration) if duration else None, start=start_dt,
         rate=rate, max_requests=requests, max_lines=lines,
         faults=[parse_fault(f) for f in fault] if fault else None,  # type: ignore[misc]
+        log_outputs=log_outputs,
     )
     t0 = time.perf_counter()
     to_file = bool(output and output != "-")

@@ -222,6 +222,8 @@ class SimConfig:
     """Handbook `Token generation speed … below threshold` level."""
     waiting_warn_s: float = 30.0
     """Handbook `waiting time exceeds` level."""
+    log_outputs: bool = False
+    """V1 0.32 only: `--enable-log-outputs` (`Generated response` lines; 0.32 logs them for chat requests only)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready view of the configuration (for the truth file)."""

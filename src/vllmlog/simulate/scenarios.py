@@ -130,6 +130,7 @@ def build_config(
     max_requests: int | None = None,
     max_lines: int | None = None,
     faults: list[Fault] | None = None,
+    log_outputs: bool = False,
 ) -> SimConfig:
     """A ready-to-run configuration for a named scenario, with optional overrides."""
     if scenario not in SCENARIOS:
@@ -141,7 +142,7 @@ def build_config(
         scenario=scenario, fmt=fmt, seed=seed, start=start or DEFAULT_START,
         duration_s=sc.duration_s if duration_s is None else duration_s,
         workload=WorkloadConfig(), client=ClientConfig(), engine=EngineConfig(), step=StepTimeModel(),
-        max_requests=max_requests, max_lines=max_lines,
+        max_requests=max_requests, max_lines=max_lines, log_outputs=log_outputs,
     )
     sc.build(cfg)
     if rate is not None:

@@ -443,7 +443,6 @@ class V0Writer(LogWriter):
                 self.line(t, "ERROR", "multiproc_worker_utils.py:120",
                           f"Worker VllmWorkerProcess pid {self.worker_pids[rank]} died, exit code: -6")
             self.line(t, "INFO", "multiproc_worker_utils.py:123", "Killing local vLLM worker processes")
-            self.fail_requests(t, inflight)
             return t  # the NCCL abort takes the whole process down: nothing else is printed
         self.sink.emit_text(t, record(self.p(t, "ERROR", "async_llm_engine.py:63"),
                                       ["Engine background task failed"] + self.death_traceback(cause)))

@@ -48,6 +48,13 @@ ROUTES_010 = [
 ]
 
 
+TOKENS = tuple(
+    " the| of| and| to| a| in| is| that| for| it| as| with| be| on| not| this| are| by| we| can| model| cache|"
+    " request| token| server| latency| memory| batch| queue|.|,|\n| data| value| first| each| more| time| use|"
+    "ing|ed|s| GPU| KV| vLLM".split("|")
+)
+
+
 def _commas(n: int) -> str:
     return f"{n:,}"
 
@@ -69,6 +76,8 @@ class V1Writer(LogWriter):
         self.hit_rate = 0.0
         self.target_hit = round(self.rng.uniform(2.0, 35.0), 1)
         self.n_seen = 0
+        self.log_outputs = cfg.log_outputs and self.name == "v1"
+        self.outputs: dict[str, list[str]] = {}
 
     # ------------------------------------------------------------------ prefixes
     def proc(self, who: str, rank: int = 0) -> str:
@@ -198,11 +207,7 @@ class V1Writer(LogWriter):
     def startup(self, t0: float) -> float:
         """0.32 start-up: banner, engine config, weights, compile, KV sizing, CUDA graphs, routes, uvicorn."""
         e = self.cfg.engine
-        t = self._startup_common(t0)
-        t += 7.3
-        self.line(t, "worker", "INFO", "backends.py:812", "Dynamo bytecode transform time: 6.85 s")
-        t += 14.5
-        self.line(t, "worker", "INFO", "backends.py:329", "[backbone] torch.compile took 21.33 s in total")
+        t = self.compile_lines(self._startup_common(t0))
         self.line(t + 0.9, "worker", "INFO", "monitor.py:91", "[backbone] Initial profiling/warmup run took 0.87 s")
         t += 1.6
         self.line(t, "worker", "INFO", "gpu_worker.py:345", f"Available KV cache memory: {round(e.kv_cache_gib, 2)} GiB")
@@ -230,6 +235,14 @@ class V1Writer(LogWriter):
                     "INFO:     Application startup complete.")
         return t + 0.3
 
+    def compile_lines(self, t: float) -> float:
+        """torch.compile lines (0.18+ wording); returns the time after compilation."""
+        t += 7.3
+        self.line(t, "worker", "INFO", "backends.py:812", "Dynamo bytecode transform time: 6.85 s")
+        t += 14.5
+        self.line(t, "worker", "INFO", "backends.py:329", "[backbone] torch.compile took 21.33 s in total")
+        return t
+
     def core_traceback_init(self) -> list[str]:
         """EngineCore frames down to KV-cache initialisation."""
         eng = f"{PY}/vllm/v1/engine/core.py"
@@ -248,12 +261,7 @@ class V1Writer(LogWriter):
     def startup_failure(self, t0: float, fault: Fault) -> tuple[float, float]:
         """EngineCore fails to start (CUDA OOM while profiling, or KV cache too small); API server raises."""
         e = self.cfg.engine
-        t = self._startup_common(t0)
-        t += 7.3
-        self.line(t, "worker", "INFO", "backends.py:812", "Dynamo bytecode transform time: 6.85 s")
-        t += 14.5
-        self.line(t, "worker", "INFO", "backends.py:329", "[backbone] torch.compile took 21.33 s in total")
-        t += 0.9
+        t = self.compile_lines(self._startup_common(t0)) + 0.9
         frames = self.core_traceback_init()
         eng = f"{PY}/vllm/v1/engine/core.py"
         if fault.kind == "startup_oom":
@@ -341,8 +349,37 @@ class V1Writer(LogWriter):
             self.sink.emit(t, self.access(req, 200))
         self.line(t, "api", "INFO", "async_llm.py:578", f"Added request {req.engine_rid}.")
 
+    def _delta(self, t: float, r: SimRequest) -> str:
+        tok = self.rng.choice(TOKENS)
+        self.outputs.setdefault(r.rid, []).append(tok)
+        fin = "None" if r.out < r.target else ("length" if r.out >= r.max_tokens else "stop")
+        return (f"{self.p(t, 'api', 'INFO', 'request_logger.py:108')}Generated response {r.rid} (streaming delta): "
+                f"output: {tok!r}, finish_reason: {fin}\n")
+
+    def on_prefill_done(self, t: float, req: SimRequest, first: bool) -> None:
+        """With --enable-log-outputs: the first streamed delta of a chat request."""
+        if self.log_outputs and req.chat and req.stream:
+            self.sink.emit(t, self._delta(t, req))
+
+    def on_decode(self, t: float, reqs: list[SimRequest], batch: int, kv: float) -> None:
+        """With --enable-log-outputs: one `(streaming delta)` line per token of streaming chat requests."""
+        if self.log_outputs:
+            lines = [self._delta(t, r) for r in reqs if r.chat and r.stream]
+            if lines:
+                self.sink.emit_many(t, lines)
+
     def on_finish(self, t: float, req: SimRequest) -> None:
-        """V1 logs no finish line; a non-streaming response's access line is written now."""
+        """V1 logs no finish line (except with --enable-log-outputs); a non-streaming response's access line."""
+        if self.log_outputs and req.chat:
+            if req.stream:
+                text = "".join(self.outputs.pop(req.rid, []))
+                self.line(t, "api", "INFO", "request_logger.py:108", f"Generated response {req.rid} (streaming "
+                          f"complete): output: {text!r}, finish_reason: streaming_complete")
+            else:
+                text = "".join(self.rng.choice(TOKENS) for _ in range(req.out))
+                fin = "length" if req.out >= req.max_tokens else "stop"
+                self.line(t, "api", "INFO", "request_logger.py:108",
+                          f"Generated response {req.rid}: output: {text!r}, finish_reason: {fin}")
         if not req.stream:
             self.sink.emit(t, self.access(req, 200))
 
@@ -627,12 +664,7 @@ class V1EarlyWriter(V1Writer):
     def startup(self, t0: float) -> float:
         """0.10.0 start-up through `Application startup complete.`."""
         e = self.cfg.engine
-        t = self._startup_common(t0)
-        t += 7.3
-        self.line(t, "worker", "INFO", "backends.py:530", "Dynamo bytecode transform time: 6.85 s")
-        t += 14.5
-        self.line(t, "worker", "INFO", "monitor.py:34", "torch.compile takes 21.33 s in total")
-        t += 1.6
+        t = self.compile_lines(self._startup_common(t0)) + 1.6
         self.line(t, "worker", "INFO", "gpu_worker.py:255", f"Available KV cache memory: {e.kv_cache_gib:.2f} GiB")
         tokens = e.num_gpu_blocks * e.block_size
         self.line(t + 0.1, "core", "INFO", "kv_cache_utils.py:833", f"GPU KV cache size: {_commas(tokens)} tokens")
@@ -774,9 +806,13 @@ class V1EarlyWriter(V1Writer):
                      f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]")
         return t2
 
-    def startup_failure(self, t0: float, fault: Fault) -> tuple[float, float]:
-        """Same as 0.32 but with 0.10.0's record locations."""
-        return super().startup_failure(t0, fault)
+    def compile_lines(self, t: float) -> float:
+        """0.6.5–0.17 wording."""
+        t += 7.3
+        self.line(t, "worker", "INFO", "backends.py:530", "Dynamo bytecode transform time: 6.85 s")
+        t += 14.5
+        self.line(t, "worker", "INFO", "monitor.py:34", "torch.compile takes 21.33 s in total")
+        return t
 
     def on_shutdown(self, t: float) -> float:
         """0.6.2–0.22: `Shutting down FastAPI HTTP server.` then uvicorn."""
