@@ -101,3 +101,17 @@ def test_dashboard_cli_from_scrape_file(tmp_path: Path) -> None:
     text = out.read_text()
     assert "vllm:time_per_output_token_seconds_bucket" in text and "inter_token_latency" not in text
     assert main(["dashboard"]) == 2
+
+
+def test_watch_metrics_match_the_watch_exporter() -> None:
+    """Every vllmlog_* name the dashboard uses is one `vllmlog watch` exports (contract with live/exporter.py)."""
+    exporter = Path(__file__).parents[1] / "src" / "vllmlog" / "live" / "exporter.py"
+    if not exporter.exists():
+        pytest.skip("watch exporter not present yet")
+    src = exporter.read_text()
+    d = build_dashboard(parse_version("0.32.0"))
+    used = {n for e in dashboard_exprs(d) for n in metric_names_in(e) if n.startswith("vllmlog_")}
+    assert used == set(WATCH_METRICS)
+    for name, kind in WATCH_METRICS.items():
+        base = name[: -len("_total")] if kind == "counter" else name
+        assert f'"{base}"' in src, name

@@ -15,14 +15,20 @@ SEL = 'model_name=~"$model_name",instance=~"$instance"'
 HTTP_SEL = 'instance=~"$instance"'
 RI = "$__rate_interval"
 
-#: Series that `vllmlog watch` exports about a log it follows (name → (kind, title)); log-side view.
-WATCH_METRICS: dict[str, tuple[str, str]] = {
-    "vllmlog_findings_total": ("counter", "Findings by code and severity"),
-    "vllmlog_log_lines_total": ("counter", "Log lines read"),
-    "vllmlog_requests_running": ("gauge", "Running requests (from log stats lines)"),
-    "vllmlog_requests_waiting": ("gauge", "Waiting requests (from log stats lines)"),
-    "vllmlog_kv_cache_usage_ratio": ("gauge", "KV-cache usage (from log stats lines)"),
-    "vllmlog_generation_tokens_per_second": ("gauge", "Generation throughput (from log stats lines)"),
+#: Series that `vllmlog watch` exports about the log it follows (src/vllmlog/live/exporter.py): name → kind.
+WATCH_METRICS: dict[str, str] = {
+    "vllmlog_findings_active": "gauge",
+    "vllmlog_alerts": "gauge",
+    "vllmlog_num_requests_running": "gauge",
+    "vllmlog_num_requests_waiting": "gauge",
+    "vllmlog_kv_cache_usage_ratio": "gauge",
+    "vllmlog_generation_throughput_tokens_per_second": "gauge",
+    "vllmlog_prompt_throughput_tokens_per_second": "gauge",
+    "vllmlog_errors_total": "counter",
+    "vllmlog_requests_total": "counter",
+    "vllmlog_preemptions_total": "counter",
+    "vllmlog_watch_source_up": "gauge",
+    "vllmlog_watch_lag_bytes": "gauge",
 }
 
 
@@ -135,14 +141,22 @@ def build_dashboard(version: Version, include_watch: bool = True) -> dict[str, A
     if err:
         b.panel("Errors and aborts", err, unit="reqps")
     if include_watch:
-        b.row("vllmlog watch (from the logs)")
-        w = WATCH_METRICS
-        b.panel("Findings (vllmlog watch)", [("sum by (code, severity) (rate(vllmlog_findings_total[$__rate_interval]))",
-                                              "{{code}} {{severity}}")], unit="short", description=w["vllmlog_findings_total"][1])
-        b.panel("Log-derived scheduler state", [("sum(vllmlog_requests_running)", "running"),
-                                                ("sum(vllmlog_requests_waiting)", "waiting"),
-                                                ("max(vllmlog_kv_cache_usage_ratio)", "KV usage"),
-                                                ("sum(vllmlog_generation_tokens_per_second)", "gen tok/s")])
+        b.row("From the logs (vllmlog watch)")
+        b.panel("Findings and alerts (vllmlog watch)",
+                [("sum by (code, severity) (vllmlog_findings_active)", "{{code}} {{severity}}"),
+                 ("sum by (state) (vllmlog_alerts)", "alerts {{state}}")],
+                description="what vllmlog's rules report on the followed log")
+        b.panel("Scheduler state from stats lines",
+                [("sum(vllmlog_num_requests_running)", "running"), ("sum(vllmlog_num_requests_waiting)", "waiting"),
+                 ("max(vllmlog_kv_cache_usage_ratio)", "KV usage"),
+                 ("sum(vllmlog_generation_throughput_tokens_per_second)", "gen tok/s"),
+                 ("sum(vllmlog_prompt_throughput_tokens_per_second)", "prompt tok/s")])
+        b.panel("Errors, requests and preemptions from the log",
+                [(f"sum by (category) (rate(vllmlog_errors_total[{RI}]))", "errors {{category}}"),
+                 (f"sum by (status) (rate(vllmlog_requests_total[{RI}]))", "requests {{status}}"),
+                 (f"sum(rate(vllmlog_preemptions_total[{RI}]))", "preemptions")], unit="short")
+        b.panel("Watcher health", [("min(vllmlog_watch_source_up)", "source up"),
+                                   ("max(vllmlog_watch_lag_bytes)", "lag bytes")], unit="short")
     uid_seed = f"vllmlog-vllm-{format_version(version)}"
     return {
         "uid": "vllmlog-" + hashlib.sha1(uid_seed.encode()).hexdigest()[:10],
