@@ -197,8 +197,10 @@ class Analysis:
     """Everything ``vllmlog analyze`` reports about a set of logs."""
 
     run: Run
-    summary: dict[str, Any]
-    """RED/USE numbers (``red_use``), plus the summary module's document under ``"detail"`` when present."""
+    red_use: dict[str, Any]
+    """The compact RED/USE numbers every output shows (``red_use``)."""
+    summary: dict[str, Any] | None
+    """The full summary document of ``vllmlog.summary`` (None when unavailable)."""
     findings: list[dict[str, Any]] | None
     """Findings as dicts, worst first; None when the diagnosis could not run."""
     timeline: list[dict[str, Any]] | None
@@ -230,7 +232,8 @@ class Analysis:
             "time_range": {"start": run.start_ts.isoformat() if run.start_ts else None,
                            "end": run.end_ts.isoformat() if run.end_ts else None},
             "servers": [rd(server_view(s.to_dict())) for s in run.servers],
-            "summary": self.summary,
+            "red_use": self.red_use,
+            "summary": rd(self.summary) if self.summary is not None else None,
             "findings": rd(self.findings) if self.findings is not None else None,
             "timeline": rd(self.timeline) if self.timeline is not None else None,
             "unavailable": self.unavailable,
@@ -257,16 +260,15 @@ def _summary_detail(run: Run) -> tuple[dict[str, Any] | None, str | None]:
     mod, why = _optional("summary")
     if mod is None:
         return None, why
-    for name in ("summarize", "build_summary", "summary"):
-        fn = getattr(mod, name, None)
-        if callable(fn):
-            try:
-                res = fn(run)
-            except Exception as exc:  # a bug there must not take the whole report down
-                return None, f"summary failed: {type(exc).__name__}: {exc}"
-            if hasattr(res, "to_dict"):
-                res = res.to_dict()
-            return (res if isinstance(res, dict) else None), None
+    fn = getattr(mod, "summarize", None)
+    if callable(fn):
+        try:
+            res = fn(run)
+        except Exception as exc:  # a bug there must not take the whole report down
+            return None, f"summary failed: {type(exc).__name__}: {exc}"
+        if hasattr(res, "to_dict"):
+            res = res.to_dict()
+        return (res if isinstance(res, dict) else None), None
     return None, "vllmlog.summary has no summarize()"
 
 
@@ -282,11 +284,9 @@ def analyze(
     if run is None:
         run = load(paths, year=year, progress=progress)
     unavailable: dict[str, str] = {}
-    summary = red_use(run)
-    detail, why = _summary_detail(run)
-    if detail is not None:
-        summary["detail"] = detail
-    elif why:
+    ru = red_use(run)
+    summary, why = _summary_detail(run)
+    if summary is None and why:
         unavailable["summary"] = why
 
     findings_obj: list[Any] | None = None
@@ -312,7 +312,7 @@ def analyze(
             unavailable["timeline"] = f"timeline failed: {type(exc).__name__}: {exc}"
     else:
         unavailable["timeline"] = why or "vllmlog.timeline has no build_timeline()"
-    return Analysis(run=run, summary=summary, findings=findings, timeline=timeline, unavailable=unavailable)
+    return Analysis(run=run, red_use=ru, summary=summary, findings=findings, timeline=timeline, unavailable=unavailable)
 
 
 def _timeline_dicts(res: Any) -> list[dict[str, Any]]:

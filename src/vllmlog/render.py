@@ -125,7 +125,7 @@ def render_analysis(
 
 def red_use_table(a: Analysis) -> Table:
     """Compact RED (rate, errors, durations) / USE (running, waiting, KV, preemptions) table."""
-    s = a.summary
+    s = a.red_use
     r, d, u = s["requests"], s["durations"], s["use"]
     t = Table(show_edge=False, box=None, pad_edge=False, padding=(0, 1), header_style="bold")
     for col, just in (("requests", "left"), ("", "right"), ("latency", "left"), ("p50", "right"), ("p90", "right"),

@@ -224,7 +224,7 @@ def _chart_distribution(a: Analysis, metric: str, label: str, color: str) -> dic
     import numpy as np
 
     arr = np.asarray(vals)
-    d = a.summary.get("durations", {}).get(metric) or {}
+    d = a.red_use.get("durations", {}).get(metric) or {}
     hi = float(np.quantile(arr, 0.999)) if len(arr) > 20 else float(arr.max())
     lo = float(arr.min())
     if hi <= lo:
@@ -235,14 +235,14 @@ def _chart_distribution(a: Analysis, metric: str, label: str, color: str) -> dic
     traces: list[dict[str, Any]] = [{"type": "bar", "name": label, "x": centers, "y": counts.tolist(), "width": width,
                                      "marker": {"color": color}, "hovertemplate": "%{x:.3f} s: %{y} requests<extra></extra>"}]
     shapes, notes = [], []
-    for q, dash in (("p50", "solid"), ("p90", "dash"), ("p99", "dot")):
+    for q, dash, y in (("p50", "solid", 1.0), ("p90", "dash", 0.9), ("p99", "dot", 0.8)):
         v = d.get(q)
         if v is None:
             continue
         shapes.append({"type": "line", "x0": v, "x1": v, "yref": "paper", "y0": 0, "y1": 1,
                        "line": {"color": "#333", "width": 1.2, "dash": dash}})
-        notes.append({"x": v, "y": 1, "yref": "paper", "text": f"{q} {v:.3f}s", "showarrow": False,
-                      "xanchor": "left", "yanchor": "top" if q != "p90" else "bottom", "font": {"size": 10}})
+        notes.append({"x": v, "y": y, "yref": "paper", "text": f"{q} {_fmt_s(v)}", "showarrow": False,
+                      "xanchor": "left", "yanchor": "top", "font": {"size": 10}, "bgcolor": "rgba(255,255,255,0.7)"})
     lay = _layout(f"{label} distribution (n={len(vals):,})", "requests", shapes=shapes, annotations=notes,
                   hovermode="closest", showlegend=False, height=260)
     lay["xaxis"] = {"title": {"text": "seconds"}}
@@ -391,7 +391,7 @@ def _header(a: Analysis, rd: Redactor, title: str) -> str:
 
 
 def _red_use(a: Analysis) -> str:
-    s = a.summary
+    s = a.red_use
     r = s["requests"]
     d = s["durations"]
     u = s["use"]
@@ -506,7 +506,8 @@ def _chart_divs(figs: list[Any], cls: str = "chart") -> str:
         if isinstance(f, tuple):
             out.append(f"<div class='{cls} chart-empty' id='{f[0]}'><p class='muted'>{esc(f[1])}</p></div>")
         else:
-            out.append(f"<div class='{cls} plot' id='{f['id']}' data-chart='{f['id']}'></div>")
+            h = int(f["layout"].get("height", 300))
+            out.append(f"<div class='{cls} plot' id='{f['id']}' data-chart='{f['id']}' style='height:{h + 2}px'></div>")
     return "".join(out)
 
 
