@@ -132,7 +132,9 @@ def test_truth_is_internally_consistent(scenario: str) -> None:
             assert r["finish_reason"] == "abort" and r["reason"]
             assert r["tpot_s"] is None and e is not None and e >= a
         elif r["status"] == "error":
-            assert r["reason"] == "Engine dead." and r["http_status"] == (200 if r["stream"] else 500)
+            # a non-streaming client gets a 500, or nothing when the NCCL abort kills the V0 server process
+            want = 200 if r["stream"] else (None if scenario == "nccl-hang" else 500)
+            assert r["reason"] == "Engine dead." and r["http_status"] == want
     for inc in truth["incidents"]:
         assert _ts(inc["start"]) <= _ts(inc["end"])
         assert inc["description"]

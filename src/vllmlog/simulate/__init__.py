@@ -22,7 +22,7 @@ from .truth import build_truth, write_truth
 __all__ = [
     "DEFAULT_START", "Burst", "ClientConfig", "EngineConfig", "Fault", "SimConfig", "StepTimeModel",
     "WorkloadConfig", "FAULT_KINDS", "FORMATS", "SCENARIOS", "Scenario", "SimulationReport", "build_config",
-    "simulate", "write_truth",
+    "simulate", "write_truth", "generate",
 ]
 
 
@@ -47,3 +47,15 @@ def simulate(cfg: SimConfig, out: TextIO, follow: bool = False, speed: float = 1
     category = SCENARIOS[cfg.scenario].category if cfg.scenario in SCENARIOS else ""
     truth = build_truth(cfg, result, writer.clock, sink.lines, category)
     return SimulationReport(truth, sink.lines, result)
+
+
+def generate(log_path: str, truth_path: str | None = None, scenario: str = "healthy", fmt: str = "handbook",
+             seed: int = 0, **overrides: Any) -> dict[str, Any]:
+    """Write a simulated log (and optionally its truth JSON) to files; returns the truth (handy for tests/bench)."""
+    cfg = build_config(scenario, fmt=fmt, seed=seed, **overrides)
+    with open(log_path, "w", encoding="utf-8", newline="") as fp:
+        report = simulate(cfg, fp)
+    if truth_path:
+        with open(truth_path, "w", encoding="utf-8") as fp:
+            write_truth(report.truth, fp)
+    return report.truth

@@ -373,8 +373,9 @@ class V0Writer(LogWriter):
         seq = 8 + int(self.rng.random() * 90000)
         numel = 4096 * 256
         out = []
+        frac = self.rng.random() * 0.9
         for rank in range(max(2, self.tp)):
-            g = self.clock.glog(t + 0.0001 * rank)
+            g = self.clock.glog(t + frac + 0.000173 * rank)
             work = (f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn={numel}, NumelOut={numel}, "
                     f"Timeout(ms)={ms})")
             out += [
@@ -443,6 +444,9 @@ class V0Writer(LogWriter):
                 self.line(t, "ERROR", "multiproc_worker_utils.py:120",
                           f"Worker VllmWorkerProcess pid {self.worker_pids[rank]} died, exit code: -6")
             self.line(t, "INFO", "multiproc_worker_utils.py:123", "Killing local vLLM worker processes")
+            for r in inflight:  # the connection drops: a non-streaming client never gets a status line
+                if not r.stream:
+                    r.http_status = None
             return t  # the NCCL abort takes the whole process down: nothing else is printed
         self.sink.emit_text(t, record(self.p(t, "ERROR", "async_llm_engine.py:63"),
                                       ["Engine background task failed"] + self.death_traceback(cause)))
