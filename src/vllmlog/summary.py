@@ -125,8 +125,11 @@ class JourneyStats:
             self.by_reason[f"{j.status}: {j.reason}"] += 1
         if j.http_status is not None:
             self.by_http[j.http_status] += 1
+        one_token = j.output_tokens is not None and j.output_tokens <= 1
         for k in LATENCIES:
             v = getattr(j, k)
+            if k == "tpot_s" and one_token:
+                continue  # vllm bench serve: TPOT only for outputs of more than one token
             if v is not None:
                 self.values[k].append(v)
                 self.sources[k][j.sources.get(k, "derived")] += 1
@@ -161,7 +164,7 @@ class JourneyStats:
                 c["ttft_ok"] += 1
             else:
                 ok_all = False
-        if j.tpot_s is not None and j.tpot_s > 0:
+        if j.tpot_s is not None and j.tpot_s > 0 and not (j.output_tokens is not None and j.output_tokens <= 1):
             known = True
             c["speed_total"] += 1
             if 1.0 / j.tpot_s >= s.tokens_per_s:
