@@ -1,0 +1,279 @@
+"""The Prometheus exporter: a ``Collector`` over the live state, on its own ``CollectorRegistry``.
+
+Metric families are built at scrape time from the state's counters (under its lock), so the
+numbers a scrape shows are always consistent with each other. Names start with ``vllmlog_``;
+``vllmlog_log_lines_total{level,kind}`` and ``vllmlog_requests_total{status}`` are fixed names
+dashboards and tests rely on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from .state import STATS_GAUGES, LiveState
+
+if TYPE_CHECKING:
+    from .alerts import AlertEngine
+
+#: Stats field → (gauge name, help).
+_GAUGE_NAMES = {
+    "running": ("vllmlog_num_requests_running", "Requests running on the engine (latest stats line)."),
+    "waiting": ("vllmlog_num_requests_waiting", "Requests waiting to be scheduled (latest stats line)."),
+    "swapped": ("vllmlog_num_requests_swapped", "Requests swapped to CPU (latest V0 stats line)."),
+    "kv_cache_usage": ("vllmlog_kv_cache_usage_ratio", "KV-cache usage 0..1 (latest stats line)."),
+    "prompt_throughput": ("vllmlog_prompt_throughput_tokens_per_second", "Average prompt throughput (latest stats line)."),
+    "generation_throughput": ("vllmlog_generation_throughput_tokens_per_second", "Average generation throughput (latest stats line)."),
+    "prefix_cache_hit_rate": ("vllmlog_prefix_cache_hit_ratio", "Prefix-cache hit rate 0..1 (latest stats line)."),
+}
+assert set(_GAUGE_NAMES) == set(STATS_GAUGES)
+
+
+@dataclass
+class Health:
+    """The watcher's own health, updated by the watch loop."""
+
+    lines_per_second: float = 0.0
+    lag_bytes: int = 0
+    last_line_time: float = 0.0
+    """Wall-clock time (epoch s) the last line was read."""
+    started: float = field(default_factory=time.time)
+    rotations: int = 0
+    truncations: int = 0
+    bytes_read: int = 0
+    lines_read: int = 0
+    truncated_lines: int = 0
+    invalid_utf8_lines: int = 0
+    diagnose_runs: int = 0
+    diagnose_errors: int = 0
+    diagnose_seconds: float = 0.0
+    """Duration of the last diagnosis."""
+    source_open: bool = True
+
+
+class LiveCollector(Collector):
+    """Builds every ``vllmlog_*`` family from a ``LiveState`` (plus alert state and health)."""
+
+    def __init__(
+        self,
+        state: LiveState,
+        *,
+        instance: str = "",
+        health: Health | None = None,
+        alerts: AlertEngine | None = None,
+        notifier_stats: Callable[[], dict[tuple[str, str], int]] | None = None,
+    ) -> None:
+        self.state = state
+        self.instance = instance
+        self.health = health or Health()
+        self.alerts = alerts
+        self.notifier_stats = notifier_stats
+
+    def describe(self) -> list[Metric]:
+        """Nothing up front: families appear as data arrives (avoids a collect at registration)."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """Build the families (called by the registry on each scrape)."""
+        inst = self.instance
+        s = self.state
+        with s.lock:
+            lines = dict(s.lines)
+            unparsed = s.unparsed_lines
+            requests = dict(s.requests)
+            preempt = dict(s.preemptions)
+            errors = dict(s.errors)
+            http = dict(s.pipe.http_status)
+            hists = {k: (h.buckets(), h.sum) for k, h in s.hist.items()}
+            stats = list(s.stats.values())
+            model = s.model
+            inflight = s.inflight
+            evicted = s.evicted
+            last_log = s.last_log_ts
+            events = s.events
+            pending = s.pending_lines
+            servers = len(s.pipe.servers)
+
+        c = CounterMetricFamily("vllmlog_log_lines", "Log lines read, by level and event kind (every line exactly once).",
+                                labels=["instance", "level", "kind"])
+        for (level, kind), n in sorted(lines.items()):
+            c.add_metric([inst, level, kind], n)
+        yield c
+        c = CounterMetricFamily("vllmlog_unparsed_lines", "Lines no pattern recognised (kind=unparsed).", labels=["instance"])
+        c.add_metric([inst], unparsed)
+        yield c
+        c = CounterMetricFamily("vllmlog_events", "Log records (a multi-line traceback is one).", labels=["instance"])
+        c.add_metric([inst], events)
+        yield c
+        c = CounterMetricFamily("vllmlog_requests", "Finished request journeys by final status.",
+                                labels=["instance", "model", "status"])
+        for (m, st), n in sorted(requests.items()):
+            c.add_metric([inst, m, st], n)
+        yield c
+        c = CounterMetricFamily("vllmlog_preemptions", "Preemptions seen in the log (stats lines, V0 warnings).",
+                                labels=["instance", "model"])
+        for m, n in sorted(preempt.items()):
+            c.add_metric([inst, m], n)
+        yield c
+        c = CounterMetricFamily("vllmlog_errors", "Error records by category.", labels=["instance", "model", "category"])
+        for (m, cat), n in sorted(errors.items()):
+            c.add_metric([inst, m, cat], n)
+        yield c
+        c = CounterMetricFamily("vllmlog_http_responses", "HTTP access-log lines by status code.",
+                                labels=["instance", "model", "code"])
+        for code, n in sorted(http.items()):
+            c.add_metric([inst, model, str(code)], n)
+        yield c
+        c = CounterMetricFamily("vllmlog_inflight_evicted", "In-flight requests dropped because the cap bit.",
+                                labels=["instance"])
+        c.add_metric([inst], evicted)
+        yield c
+        c = CounterMetricFamily("vllmlog_server_starts", "Server runs (starts and restarts) seen in the log.",
+                                labels=["instance"])
+        c.add_metric([inst], servers)
+        yield c
+
+        g = GaugeMetricFamily("vllmlog_requests_in_flight", "Requests seen and not finished.", labels=["instance", "model"])
+        g.add_metric([inst, model], inflight)
+        yield g
+        by_field: dict[str, GaugeMetricFamily] = {}
+        for sg in stats:
+            for k, v in sg.values.items():
+                fam = by_field.get(k)
+                if fam is None:
+                    name, doc = _GAUGE_NAMES[k]
+                    fam = by_field[k] = GaugeMetricFamily(name, doc, labels=["instance", "model", "engine"])
+                fam.add_metric([inst, sg.model, sg.engine], v)
+        yield from by_field.values()
+        if stats:
+            g = GaugeMetricFamily("vllmlog_stats_timestamp_seconds", "Log time of the latest stats line.",
+                                  labels=["instance", "model", "engine"])
+            for sg in stats:
+                if sg.ts is not None:
+                    g.add_metric([inst, sg.model, sg.engine], sg.ts.timestamp())
+            yield g
+
+        fams: dict[str, HistogramMetricFamily] = {}
+        for (name, m), (buckets, total) in sorted(hists.items()):
+            fam = fams.get(name)
+            if fam is None:
+                fam = fams[name] = HistogramMetricFamily(f"vllmlog_{name}", _HIST_DOC.get(name, name),
+                                                         labels=["instance", "model"])
+            fam.add_metric([inst, m], buckets, total)
+        yield from fams.values()
+
+        if self.alerts is not None:
+            yield from self._alert_families(inst)
+
+        h = self.health
+        g = GaugeMetricFamily("vllmlog_watch_lines_per_second", "Lines read per second (recent average).", labels=["instance"])
+        g.add_metric([inst], h.lines_per_second)
+        yield g
+        g = GaugeMetricFamily("vllmlog_watch_lag_bytes", "Bytes written to the file and not read yet.", labels=["instance"])
+        g.add_metric([inst], h.lag_bytes)
+        yield g
+        g = GaugeMetricFamily("vllmlog_watch_pending_lines", "Lines read whose record is not complete yet.", labels=["instance"])
+        g.add_metric([inst], pending)
+        yield g
+        g = GaugeMetricFamily("vllmlog_watch_last_line_time_seconds", "Wall-clock time the last line was read.", labels=["instance"])
+        g.add_metric([inst], h.last_line_time)
+        yield g
+        if last_log is not None:
+            g = GaugeMetricFamily("vllmlog_watch_last_log_timestamp_seconds", "Timestamp printed on the latest log line.",
+                                  labels=["instance"])
+            g.add_metric([inst], last_log.timestamp())
+            yield g
+        g = GaugeMetricFamily("vllmlog_watch_source_up", "1 while the followed file or stream is open.", labels=["instance"])
+        g.add_metric([inst], 1.0 if h.source_open else 0.0)
+        yield g
+        c = CounterMetricFamily("vllmlog_watch_lines_read", "Lines read from the input.", labels=["instance"])
+        c.add_metric([inst], h.lines_read)
+        yield c
+        c = CounterMetricFamily("vllmlog_watch_bytes_read", "Bytes read from the input.", labels=["instance"])
+        c.add_metric([inst], h.bytes_read)
+        yield c
+        c = CounterMetricFamily("vllmlog_watch_file_changes", "Rotations (new file) and truncations seen.",
+                                labels=["instance", "change"])
+        c.add_metric([inst, "rotated"], h.rotations)
+        c.add_metric([inst, "truncated"], h.truncations)
+        yield c
+        c = CounterMetricFamily("vllmlog_watch_input_problems", "Over-long or invalid UTF-8 lines.", labels=["instance", "problem"])
+        c.add_metric([inst, "truncated_line"], h.truncated_lines)
+        c.add_metric([inst, "invalid_utf8"], h.invalid_utf8_lines)
+        yield c
+        c = CounterMetricFamily("vllmlog_watch_diagnose_runs", "Diagnosis passes over the live state.", labels=["instance"])
+        c.add_metric([inst], h.diagnose_runs)
+        yield c
+        c = CounterMetricFamily("vllmlog_watch_diagnose_errors", "Diagnosis passes that raised.", labels=["instance"])
+        c.add_metric([inst], h.diagnose_errors)
+        yield c
+        g = GaugeMetricFamily("vllmlog_watch_diagnose_duration_seconds", "Duration of the last diagnosis pass.", labels=["instance"])
+        g.add_metric([inst], h.diagnose_seconds)
+        yield g
+        g = GaugeMetricFamily("vllmlog_watch_start_time_seconds", "When the watcher started.", labels=["instance"])
+        g.add_metric([inst], h.started)
+        yield g
+        if self.notifier_stats is not None:
+            c = CounterMetricFamily("vllmlog_notifications", "Alert notifications by notifier and result.",
+                                    labels=["instance", "notifier", "result"])
+            for (name, result), n in sorted(self.notifier_stats().items()):
+                c.add_metric([inst, name, result], n)
+            yield c
+
+    def _alert_families(self, inst: str) -> Iterator[Metric]:
+        assert self.alerts is not None
+        active, alerts = self.alerts.gauges()
+        g = GaugeMetricFamily("vllmlog_findings_active", "Findings the rules report now, by code and severity.",
+                              labels=["instance", "code", "severity"])
+        for (code, sev), n in sorted(active.items()):
+            g.add_metric([inst, code, sev], n)
+        yield g
+        g = GaugeMetricFamily("vllmlog_alerts", "Alerts by state (pending: waiting for its `for`; firing).",
+                              labels=["instance", "code", "severity", "state"])
+        for (code, sev, st), n in sorted(alerts.items()):
+            g.add_metric([inst, code, sev, st], n)
+        yield g
+
+
+_HIST_DOC = {
+    "request_queue_time_seconds": "Time requests spent waiting before scheduling (from journeys).",
+    "time_to_first_token_seconds": "Time to first token (from journeys).",
+    "time_per_output_token_seconds": "Mean time per output token after the first (from journeys).",
+    "e2e_request_latency_seconds": "End-to-end request latency (from journeys).",
+}
+
+
+def make_registry(collector: LiveCollector) -> CollectorRegistry:
+    """A fresh registry holding only our collector (never the global one)."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(collector)
+    return reg
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` / ``[v6]:PORT`` / ``:PORT`` (→ 127.0.0.1) into (host, port)."""
+    from ..errors import ConfigError
+
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"--listen {listen!r}: expected HOST:PORT", hint="e.g. --listen 127.0.0.1:9464")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)
+
+
+def serve(registry: CollectorRegistry, listen: str) -> tuple[object, object]:
+    """Start the HTTP endpoint (``/metrics``) in a daemon thread; return (server, thread)."""
+    from prometheus_client import start_http_server
+
+    from ..errors import ConfigError
+
+    host, port = parse_listen(listen)
+    try:
+        return start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}",
+                          hint="pick a free port (port 0 picks one and reports it)") from None
