@@ -15,6 +15,7 @@ _COMMAND_MODULES = [
     "parse_cmd",
     "summary_cmd",
     "simulate_cmd",
+    "watch_cmd",
 ]
 
 for _name in _COMMAND_MODULES:
