@@ -152,11 +152,14 @@ def test_client_aborts_estimated_from_http_counts() -> None:
 def test_bad_request_flood() -> None:
     reps = scrape_files(files("P3-metrics-1", "P3-metrics-15"))
     f = next(f for f in reps[0].findings if f["code"] == "M110")
-    assert f["category"] == "bad_request" and f["severity"] == "warning"
+    assert f["category"] == "bad_request_params" and f["severity"] == "warning"
 
 
 def test_every_check_is_documented() -> None:
+    from vllmlog.rules.base import CATEGORIES  # one taxonomy for log rules and metric checks
+
     for chk in CHECKS.values():
+        assert chk.category in CATEGORIES, chk.code
         assert chk.code.startswith("M1")
         for heading in ("## What it detects", "## Why it matters", "## How to fix"):
             assert heading in chk.doc, (chk.code, heading)
@@ -276,3 +279,17 @@ def test_scrape_cli_threshold_overrides(capsys) -> None:
     assert main([*args, "--set", "ttft_p95_s=0.01"]) == 1
     assert [f["code"] for f in json.loads(capsys.readouterr().out)[0]["findings"]] == ["M107"]
     assert main([*args, "--set", "nope=1"]) == 2
+
+
+def test_dcgm_target_gpu_memory(tmp_path: Path) -> None:
+    text = ("# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n# TYPE DCGM_FI_DEV_FB_USED gauge\n"
+            'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1",Hostname="node-1"} 79000\n'
+            'DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-2",Hostname="node-1"} 1000\n'
+            "# HELP DCGM_FI_DEV_FB_FREE Framebuffer memory free (in MiB).\n# TYPE DCGM_FI_DEV_FB_FREE gauge\n"
+            'DCGM_FI_DEV_FB_FREE{gpu="0",UUID="GPU-1",Hostname="node-1"} 1000\n'
+            'DCGM_FI_DEV_FB_FREE{gpu="1",UUID="GPU-2",Hostname="node-1"} 79000\n')
+    f = tmp_path / "dcgm.prom"
+    f.write_text(text)
+    reps = scrape_files([str(f)])
+    assert [(x["code"], x["data"]["gpu"]) for x in reps[0].findings] == [("M114", "0")]
+    assert reps[0].findings[0]["evidence"][0]["line"] == 3

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .exposition import Snapshot
+from .exposition import Snapshot, label_key
 from .rates import counter_increase, counter_reset, gauge_values
 from .report import TargetReport
 
@@ -26,6 +26,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "abort_ratio": 0.10,
     "error_ratio": 0.05,
     "bad_request_ratio": 0.20,
+    "gpu_memory": 0.95,
 }
 
 
@@ -53,7 +54,7 @@ def _check(code: str, slug: str, category: str, severity: str) -> Callable:
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds")
 
 
 def _evidence(snap: Snapshot, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -63,12 +64,14 @@ def _evidence(snap: Snapshot, name: str, labels: dict[str, str] | None = None) -
 
 def _finding(code: str, title: str, message: str, evidence: list[dict[str, Any]], root_cause: str,
              remediation: str, first: float, last: float, count: int = 1, severity: str | None = None,
-             category: str | None = None) -> dict[str, Any]:
+             category: str | None = None, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A finding dict in the shape of `rules.base.Finding.to_dict()` (plus ``source: metrics``)."""
     chk = CHECKS[code]
     return {"code": code, "rule": chk.slug, "category": category or chk.category,
             "severity": severity or chk.severity, "title": title, "message": message, "evidence": evidence,
             "root_cause": root_cause, "remediation": remediation, "first_seen": _iso(first),
-            "last_seen": _iso(last), "count": count, "source": "metrics"}
+            "last_seen": _iso(last), "count": count, "file": evidence[0]["file"] if evidence else None,
+            "process": None, "server": 0, "caused_by": None, "data": data or {}, "source": "metrics"}
 
 
 def _gauge(snap: Snapshot, name: str | None, agg: Callable[[list[float]], float] = sum) -> float | None:
@@ -117,7 +120,8 @@ def engine_hang(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[str, A
         "The engine core stopped stepping while requests were scheduled (hang, stopped or wedged process).",
         "Dump the EngineCore stack (py-spy dump), check the log/dmesg for NCCL, CUDA or OOM errors, restart "
         "the server; alert on `rate(vllm:generation_tokens_total[2m]) == 0` while requests run.",
-        a.time, b.time, count=len(best) - 1)
+        a.time, b.time, count=len(best) - 1,
+        data={"running": running, "frozen_s": round(dur, 3), "threshold_s": th["hang_s"]})
 
 
 @_check("M102", "target-unreachable", "engine_dead", "critical")
@@ -195,7 +199,8 @@ def kv_high(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[str, Any]]
                    f"{th['kv_warning']:.0%})", [_evidence(peak_s, name)],
                    "Running sequences fill the KV cache; new requests wait and running ones get preempted.",
                    "Raise --gpu-memory-utilization, lower --max-num-seqs or --max-model-len, add replicas.",
-                   over[0][0].time, over[-1][0].time, count=len(over), severity=sev)
+                   over[0][0].time, over[-1][0].time, count=len(over), severity=sev,
+                   data={"peak": peak, "warning": th["kv_warning"], "error": th["kv_error"]})
 
 
 @_check("M105", "preemptions", "kv_cache_pressure_preemption", "warning")
@@ -225,7 +230,8 @@ def preemptions(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[str, A
                    [_evidence(a, name), _evidence(b, name)],
                    "The scheduler ran out of KV blocks and evicted running requests to make room.",
                    "Raise --gpu-memory-utilization or lower --max-num-seqs / --max-model-len.",
-                   a.time, b.time, count=int(inc), severity=sev)
+                   a.time, b.time, count=int(inc), severity=sev,
+                   data={"preemptions": inc, "per_s": round(rate, 4), "kv_peak": kv})
 
 
 @_check("M106", "slow-generation", "slow_throughput", "warning")
@@ -272,7 +278,8 @@ def _latency_check(rep: TargetReport, key: str, limit: float, code: str, what: s
                    if key == "ttft" else "Decode steps are slow: batch too large, contention, or long prompts "
                    "interleaving (chunked prefill).",
                    "Reduce load or add replicas; tune --max-num-seqs / --max-num-batched-tokens.",
-                   a.time, b.time, count=int(q["count"]), category=category)
+                   a.time, b.time, count=int(q["count"]), category=category,
+                   data={"p95_s": q["p95"], "limit_s": limit, "metric": fam, "estimate": "bucket"})
 
 
 @_check("M107", "ttft-slo", "queue_backlog", "warning")
@@ -328,7 +335,7 @@ def client_aborts(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[str,
                    "Check TTFT/queue time; raise client timeouts or add capacity.", a.time, b.time, count=int(n))
 
 
-@_check("M110", "request-errors", "server_error", "error")
+@_check("M110", "request-errors", "engine_dead", "error")
 def request_errors(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[str, Any]]:
     """## What it detects
     Requests finishing with `finished_reason="error"` (0.13+) or HTTP 5xx, above `error_ratio` (5 %),
@@ -363,7 +370,7 @@ def request_errors(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[str
                        "Clients send requests the server rejects: prompts over --max-model-len, bad parameters, "
                        "unknown model.", "Find the rejected requests in the log (vllmlog diagnose); fix clients "
                        "or raise --max-model-len.", a.time, b.time, count=int(h4), severity="warning",
-                       category="bad_request")
+                       category="bad_request_params")
 
 
 @_check("M111", "admission-rejections", "queue_backlog", "warning")
@@ -388,7 +395,7 @@ def admission_rejections(rep: TargetReport, th: dict[str, float]) -> Iterator[di
                    count=int(inc))
 
 
-@_check("M112", "metrics-missing", "config", "warning")
+@_check("M112", "metrics-missing", "config_error", "warning")
 def metrics_missing(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[str, Any]]:
     """## What it detects
     The endpoint answers but exposes no `vllm:` engine gauges.
@@ -396,7 +403,7 @@ def metrics_missing(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[st
     Dashboards and alerts on vLLM names stay silently empty.
     ## How to fix
     Remove `--disable-log-stats`, check the URL points at the vLLM API server (same port as the API)."""
-    if rep.error or not rep.snapshots or "running" in rep.names:
+    if rep.error or not rep.snapshots or "running" in rep.names or rep.snapshots[-1].has("DCGM_FI_DEV_FB_USED"):
         return
     s = rep.snapshots[-1]
     yield _finding("M112", "No vLLM metrics", f"{rep.target} exposes no vllm:num_requests_running",
@@ -405,7 +412,7 @@ def metrics_missing(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[st
                    "Drop --disable-log-stats; scrape the API server port's /metrics.", s.time, s.time)
 
 
-@_check("M113", "server-restarted", "engine_restart", "info")
+@_check("M113", "server-restarted", "engine_dead", "info")
 def restarted(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[str, Any]]:
     """## What it detects
     A vLLM counter went down between two scrapes.
@@ -421,6 +428,35 @@ def restarted(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[str, Any
             yield _finding("M113", "Server restarted", f"{gen} went down between scrapes",
                            [_evidence(a, gen), _evidence(b, gen)], "The vLLM process restarted.",
                            "Look for the cause of the restart in the previous run's log.", a.time, b.time)
+
+
+@_check("M114", "gpu-memory-high", "runtime_oom", "warning")
+def gpu_memory(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[str, Any]]:
+    """## What it detects
+    GPU frame-buffer use above `gpu_memory` (95 %) on an NVIDIA DCGM-exporter target
+    (`DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE)`); vLLM itself exports no GPU memory.
+    ## Why it matters
+    vLLM preallocates `--gpu-memory-utilization` of the GPU; anything else growing on it (another process,
+    CUDA graphs, a second model) ends in CUDA out-of-memory.
+    ## How to fix
+    Find the other processes on the GPU (`nvidia-smi`), lower `--gpu-memory-utilization`, or give vLLM the GPU
+    to itself."""
+    if not rep.snapshots:
+        return
+    snap = rep.snapshots[-1]
+    used = {label_key(s.labels): s for s in snap.series("DCGM_FI_DEV_FB_USED")}
+    free = {label_key(s.labels): s.value for s in snap.series("DCGM_FI_DEV_FB_FREE")}
+    for key, s in used.items():
+        total = s.value + free.get(key, 0.0)
+        if key not in free or total <= 0 or s.value / total <= th["gpu_memory"]:
+            continue
+        gpu = s.labels.get("gpu", "?")
+        yield _finding("M114", "GPU memory nearly full",
+                       f"GPU {gpu} on {s.labels.get('Hostname', rep.target)}: {s.value / total:.1%} of frame buffer used",
+                       [_evidence(snap, "DCGM_FI_DEV_FB_USED", s.labels)],
+                       "The GPU's memory is almost exhausted; the next allocation spike fails with CUDA OOM.",
+                       "Check nvidia-smi for other processes; lower --gpu-memory-utilization.", snap.time, snap.time,
+                       data={"ratio": round(s.value / total, 4), "limit": th["gpu_memory"], "gpu": gpu})
 
 
 def judge(rep: TargetReport, thresholds: dict[str, float] | None = None) -> list[dict[str, Any]]:
