@@ -1,0 +1,170 @@
+"""Run the diagnosis rules on a ``Run``: findings (worst first) and a summary.
+
+``diagnose`` is what ``vllmlog diagnose``, ``analyze`` and ``watch`` call. Rules are pure; this module
+adds what needs the whole picture: a finding explained by another one in the same server run (client
+aborts during a hang, the EngineDeadError after an OOM kill) is marked ``caused_by`` and its severity
+lowered below the cause; evidence lines the Run does not keep are looked up in the file; findings are
+sorted by severity, then time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from datetime import datetime
+from typing import Any, Iterable
+
+from .rules.base import Evidence, Finding, Rule, Severity
+from .rules.config import DiagnoseConfig
+from .rules.registry import load_rules
+
+log = logging.getLogger(__name__)
+
+#: Slack when deciding whether a cause came before its consequence.
+_SLACK_S = 5.0
+
+
+def diagnose(run: Any, config: DiagnoseConfig | None = None, *, fill_text: bool = True) -> list[Finding]:
+    """All findings for ``run``, worst first (severity, then time)."""
+    cfg = config or DiagnoseConfig()
+    rules = load_rules()
+    found: list[tuple[Rule, Finding]] = []
+    for rule in rules.values():
+        if not cfg.is_enabled(rule):
+            continue
+        opts = cfg.options_for(rule)
+        try:
+            for f in rule.detect(run, opts):
+                found.append((rule, f))
+        except Exception:  # a broken rule must not hide the others' findings
+            log.exception("rule %s failed", rule.code)
+    _fold_consequences(found)
+    findings = [f for _, f in found]
+    if fill_text:
+        _resolve(findings)
+    for f in findings:
+        f.evidence = [e for e in f.evidence if e.line > 0]
+    findings.sort(key=Finding.sort_key)
+    return findings
+
+
+def _fold_consequences(found: list[tuple[Rule, Finding]]) -> None:
+    """Mark findings explained by another finding of the same server run and lower their severity."""
+    order = sorted(found, key=lambda rf: rf[1].sort_key())
+    for rule, f in order:
+        if not rule.consequence_of:
+            continue
+        causes = [c for r, c in order if c is not f and c.category in rule.consequence_of and c.file == f.file
+                  and c.server == f.server and c.caused_by is None and int(c.severity) >= int(f.severity) - 1
+                  and _before(c, f)]
+        if not causes:
+            continue
+        c = causes[0]
+        f.caused_by = c.code
+        f.severity = min(f.severity, c.severity.lowered())
+        f.message = f"{f.message.rstrip('.')} — likely a consequence of {c.code} ({c.category})."
+
+
+def _before(cause: Finding, f: Finding) -> bool:
+    """The cause started before the consequence ended (or times are unknown)."""
+    if cause.first_seen is None or f.first_seen is None:
+        return True
+    end = f.last_seen or f.first_seen
+    return (cause.first_seen - end).total_seconds() <= _SLACK_S
+
+
+def _open(path: str):
+    return gzip.open(path, "rt", encoding="utf-8", errors="replace") if path.endswith(".gz") else \
+        open(path, encoding="utf-8", errors="replace")
+
+
+def _resolve(findings: list[Finding]) -> None:
+    """Fill empty evidence texts and run probes by reading the needed lines of each file once."""
+    need: dict[str, set[int]] = {}
+    probe_files: dict[str, tuple[int, int]] = {}
+    for f in findings:
+        for e in f.evidence:
+            if not e.text:
+                need.setdefault(e.file, set()).add(e.line)
+        for p in f.probes:
+            lo, hi = probe_files.get(p.file, (p.first, p.last))
+            probe_files[p.file] = (min(lo, p.first), max(hi, p.last))
+    if not need and not probe_files:
+        return
+    texts: dict[tuple[str, int], str] = {}
+    for path in set(need) | set(probe_files):
+        if path == "-":
+            continue
+        lines = need.get(path, set())
+        lo, hi = probe_files.get(path, (0, -1))
+        top = max(max(lines, default=0), hi)
+        try:
+            with _open(path) as fh:
+                for i, raw in enumerate(fh, 1):
+                    if i in lines or lo <= i <= hi:
+                        texts[(path, i)] = raw.rstrip("\r\n")
+                    if i >= top:
+                        break
+        except OSError as exc:
+            log.warning("cannot read %s for evidence: %s", path, exc)
+    for f in findings:
+        for e in f.evidence:
+            if not e.text:
+                e.text = texts.get((e.file, e.line), "")
+        extra: list[Evidence] = []
+        for p in f.probes:
+            hits = [Evidence(p.file, i, texts[(p.file, i)]) for i in range(p.first, p.last + 1)
+                    if (p.file, i) in texts and p.needle in texts[(p.file, i)]]
+            extra += hits[: p.limit]
+        if extra:
+            seen = {(e.file, e.line) for e in f.evidence}
+            f.evidence[1:1] = [e for e in extra if (e.file, e.line) not in seen]
+
+
+VERDICTS = {Severity.CRITICAL: "down", Severity.ERROR: "failing", Severity.WARNING: "degraded", Severity.INFO: "healthy"}
+
+
+def summarize(findings: Iterable[Finding], run: Any = None) -> dict[str, Any]:
+    """Counts by severity and category, the top finding and a one-word verdict."""
+    fs = list(findings)
+    by_sev = {s.label: 0 for s in sorted(Severity, reverse=True)}
+    by_cat: dict[str, int] = {}
+    for f in fs:
+        by_sev[f.severity.label] += 1
+        by_cat[f.category] = by_cat.get(f.category, 0) + 1
+    top = fs[0] if fs else None
+    worst = top.severity if top else Severity.INFO
+    out: dict[str, Any] = {
+        "verdict": VERDICTS[worst] if fs else "healthy",
+        "findings": len(fs),
+        "by_severity": by_sev,
+        "by_category": by_cat,
+        "top": {"code": top.code, "category": top.category, "severity": top.severity.label, "title": top.title,
+                "message": top.message} if top else None,
+    }
+    if run is not None:
+        out["files"] = list(run.files)
+        out["servers"] = [
+            {"file": s.file, "index": s.index, "version": s.version, "model": s.model, "ready": s.ready,
+             "start_ts": s.start_ts.isoformat() if s.start_ts else None,
+             "end_ts": s.end_ts.isoformat() if s.end_ts else None}
+            for s in run.servers
+        ]
+        out["time_range"] = [run.start_ts.isoformat() if run.start_ts else None,
+                             run.end_ts.isoformat() if run.end_ts else None]
+    return out
+
+
+def report(run: Any, config: DiagnoseConfig | None = None) -> dict[str, Any]:
+    """``{"findings": [...], "summary": {...}}`` — the JSON of ``vllmlog diagnose --json``."""
+    fs = diagnose(run, config)
+    return {"findings": [f.to_dict() for f in fs], "summary": summarize(fs, run)}
+
+
+def at_or_above(findings: Iterable[Finding], severity: Severity) -> list[Finding]:
+    """Findings at or above a severity (for ``--fail-on``)."""
+    return [f for f in findings if f.severity >= severity]
+
+
+def _now() -> datetime:  # pragma: no cover - kept for symmetry with watch
+    return datetime.now()

@@ -1,0 +1,395 @@
+"""Shared helpers for rules: per-server views of a Run, evidence lines inside multi-line records,
+graceful-shutdown context, stretch sampling, number formatting."""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from statistics import median
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+from ..model import Event
+from .base import Evidence
+
+if TYPE_CHECKING:
+    from ..run import Run, ServerRun
+    from ..series import StatsSample
+
+#: Lines that start a deliberate stop (SIGTERM, Ctrl-C, uvicorn shutdown); errors after them are noise.
+GRACEFUL = re.compile(
+    r"shutdown triggered|received signal|signal=SIG(?:TERM|INT)|\bSIG(?:TERM|INT)\b|KeyboardInterrupt|"
+    r"^(?:\S+ )?INFO:\s+Shutting down|Shutting down\.?$",
+)
+UNEXPECTED = re.compile(r"unexpected", re.I)
+
+
+def kinds_of(e: Event) -> set[str]:
+    """The event's kind plus the kind its exception message matched (``exc_kind``)."""
+    k = {e.kind}
+    x = e.fields.get("exc_kind")
+    if x:
+        k.add(x)
+    return k
+
+
+def num(v: Any) -> float | None:
+    """A field value as a float (fields may arrive as strings); None when not a number."""
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(str(v).replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _lines(e: Event) -> list[str] | None:
+    lines = e.text.split("\n")
+    return lines if len(lines) == e.line_end - e.line + 1 else None
+
+
+def ev(e: Event, *needles: str, last: bool = True) -> Evidence:
+    """Evidence for a record: the physical line holding one of ``needles`` (searched from the bottom,
+    in order of preference), else the exception line, else the first line."""
+    lines = _lines(e)
+    if lines is None or len(lines) == 1:
+        return Evidence(e.file, e.line, e.text.split("\n", 1)[0])
+    order = range(len(lines) - 1, -1, -1) if last else range(len(lines))
+    cands = [n for n in needles if n]
+    xt, xm = e.fields.get("exc_type"), e.fields.get("exc_message")
+    if xm:
+        cands.append(str(xm)[:60])
+    if xt:
+        cands.append(f"{str(xt).rsplit('.', 1)[-1]}:")
+    for n in cands:
+        for i in order:
+            if n in lines[i]:
+                return Evidence(e.file, e.line + i, lines[i])
+    return Evidence(e.file, e.line, lines[0])
+
+
+def first(e: Event) -> Evidence:
+    """Evidence for the first physical line of a record."""
+    return Evidence(e.file, e.line, e.text.split("\n", 1)[0])
+
+
+def find_line(e: Event, pattern: re.Pattern[str]) -> Evidence | None:
+    """The first physical line of a record matching ``pattern`` (None when none does)."""
+    lines = _lines(e) or [e.text.split("\n", 1)[0]]
+    for i, ln in enumerate(lines):
+        if pattern.search(ln):
+            return Evidence(e.file, e.line + i, ln)
+    return None
+
+
+def dedupe(evs: Iterable[Evidence | None], limit: int = 12) -> list[Evidence]:
+    """Evidence without duplicates (same file and line) or Nones, order kept, at most ``limit``."""
+    seen: set[tuple[str, int]] = set()
+    out: list[Evidence] = []
+    for x in evs:
+        if x is None or (x.file, x.line) in seen:
+            continue
+        seen.add((x.file, x.line))
+        out.append(x)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def sample_ev(s: StatsSample) -> Evidence:
+    """Evidence for a stats sample (text filled in later by ``diagnose``)."""
+    return Evidence(s.file, s.line, "")
+
+
+@dataclass
+class ServerView:
+    """One server run (start → end) of one file, with its notable events and stats samples."""
+
+    srv: ServerRun
+    events: list[Event] = field(default_factory=list)
+    stats: list[StatsSample] = field(default_factory=list)
+    ready_line: int | None = None
+    """First line that shows the server serving (ready line, or first stats line); None if it never did."""
+    graceful_line: int | None = None
+    """First line of a deliberate shutdown (SIGTERM, Ctrl-C); None when the run did not stop that way."""
+
+    @property
+    def file(self) -> str:
+        """Input file of this server run."""
+        return self.srv.file
+
+    @property
+    def index(self) -> int:
+        """Index of the server run within its file."""
+        return self.srv.index
+
+    def of(self, *kinds: str, before: int | None = None, after: int | None = None) -> list[Event]:
+        """Events whose kind or exc_kind is one of ``kinds`` (optionally between two lines)."""
+        ks = set(kinds)
+        out = []
+        for e in self.events:
+            if before is not None and e.line >= before:
+                break
+            if after is not None and e.line <= after:
+                continue
+            if e.kind in ks or e.fields.get("exc_kind") in ks:
+                out.append(e)
+        return out
+
+    def serving(self, line: int) -> bool:
+        """True when ``line`` comes after the server became ready."""
+        return self.ready_line is not None and line > self.ready_line
+
+    def in_shutdown(self, line: int) -> bool:
+        """True when ``line`` comes after a deliberate shutdown started."""
+        return self.graceful_line is not None and line >= self.graceful_line
+
+    def by_engine(self) -> dict[Any, list[StatsSample]]:
+        """Stats samples grouped by engine index (engine_stats lines only, time order)."""
+        groups: dict[Any, list[StatsSample]] = {}
+        for s in self.stats:
+            if s.source_kind != "engine_stats":
+                continue
+            groups.setdefault((s.engine, s.process if s.engine is None else None), []).append(s)
+        return groups
+
+
+_CACHE: list[tuple[Any, list[ServerView]]] = []
+
+
+def servers(run: Run) -> list[ServerView]:
+    """Per-server views of a run (cached per Run object)."""
+    for r, views in _CACHE:
+        if r is run:
+            return views
+    views = [ServerView(s) for s in run.servers]
+    by_file: dict[str, list[ServerView]] = {}
+    for v in views:
+        by_file.setdefault(v.file, []).append(v)
+    starts = {f: [v.srv.first_line for v in vs] for f, vs in by_file.items()}
+
+    def view_for(file: str, line: int, server: int | None = None) -> ServerView | None:
+        vs = by_file.get(file)
+        if not vs:
+            return None
+        if server is not None and 0 <= server < len(vs):
+            return vs[server]
+        i = bisect.bisect_right(starts[file], line) - 1
+        return vs[max(i, 0)]
+
+    for e in run.notable:
+        v = view_for(e.file, e.line)
+        if v is None:
+            continue
+        v.events.append(e)
+        if e.kind == "server_ready" and v.ready_line is None:
+            v.ready_line = e.line
+        if v.graceful_line is None and GRACEFUL.search(e.text.split("\n", 1)[0]) and not UNEXPECTED.search(e.text):
+            v.graceful_line = e.line
+    for s in run.series.stats:
+        v = view_for(s.file, s.line, s.server)
+        if v is not None:
+            v.stats.append(s)
+    for v in views:
+        if v.ready_line is None:
+            if v.srv.ready:
+                v.ready_line = v.srv.first_line
+            elif v.stats:
+                v.ready_line = v.stats[0].line - 1
+    _CACHE.append((run, views))
+    if len(_CACHE) > 4:
+        _CACHE.pop(0)
+    return views
+
+
+def interval_s(samples: Sequence[StatsSample]) -> float:
+    """Typical seconds between consecutive stats samples (10 s when unknown)."""
+    d = [
+        (b.ts - a.ts).total_seconds() for a, b in zip(samples, samples[1:])
+        if a.ts is not None and b.ts is not None and b.ts > a.ts
+    ]
+    return median(d) if d else 10.0
+
+
+def stretches(samples: Sequence[Any], pred: Callable[[Any], bool]) -> list[list[Any]]:
+    """Maximal runs of consecutive items satisfying ``pred``."""
+    out: list[list[Any]] = []
+    cur: list[Any] = []
+    for s in samples:
+        if pred(s):
+            cur.append(s)
+        elif cur:
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
+
+
+def duration_s(items: Sequence[Any]) -> float:
+    """Seconds from the first to the last item's ``ts``."""
+    if not items or items[0].ts is None or items[-1].ts is None:
+        return 0.0
+    return (items[-1].ts - items[0].ts).total_seconds()
+
+
+def pick(items: Sequence[Any], interval: float | None = None, limit: int = 10) -> list[Any]:
+    """A telling sample of a stretch: the first three, the middle, quintiles, the first item after
+    each time gap, and the last (at most ``limit``)."""
+    n = len(items)
+    if n <= 7:
+        return list(items)
+    idx = {0, 1, 2, n // 2, n - 1}
+    idx.update(round(k * (n - 1) / 5) for k in range(6))
+    if interval:
+        for i in range(1, n):
+            a, b = items[i - 1].ts, items[i].ts
+            if a is not None and b is not None and (b - a).total_seconds() > 3 * interval:
+                idx.add(i)
+    keep = sorted(idx)
+    if len(keep) > limit:
+        must = {0, n - 1} | {i for i in keep if i not in (0, n - 1)}
+        keep = sorted(must)[: limit - 1] + [n - 1]
+    return [items[i] for i in sorted(set(keep))]
+
+
+def pct(x: float | None) -> str:
+    """0.953 → '95.3%'."""
+    return "?" if x is None else f"{x * 100:.1f}%"
+
+
+def ints(x: float | int | None) -> str:
+    """28672 → '28,672'."""
+    return "?" if x is None else f"{int(x):,}"
+
+
+def secs(x: float | None) -> str:
+    """A duration in words: 75 → '75 s', 3900 → '65 min'."""
+    if x is None:
+        return "?"
+    if x >= 600:
+        return f"{x / 60:.0f} min"
+    return f"{x:.0f} s" if x >= 10 else f"{x:.1f} s"
+
+
+def ts_range(items: Sequence[Any]) -> tuple[datetime | None, datetime | None]:
+    """(first ts, last ts) of events/samples that have one."""
+    tss = [x.ts for x in items if getattr(x, "ts", None) is not None]
+    return (min(tss), max(tss)) if tss else (None, None)
+
+
+def request_count(run: Run, file: str | None = None) -> int:
+    """Number of distinct requests seen (journeys, or API access lines when larger)."""
+    j = sum(1 for x in run.journeys if file is None or x.file == file)
+    api = sum(c for p, c in run.http_paths.items() if p.startswith("/v1/") and not p.startswith("/v1/models"))
+    return max(j, api)
+
+
+def arg(v: ServerView, *names: str) -> Any:
+    """A server argument or start-up fact (args first, then config)."""
+    for n in names:
+        if n in v.srv.args and v.srv.args[n] is not None:
+            return v.srv.args[n]
+        if n in v.srv.config and v.srv.config[n] is not None:
+            return v.srv.config[n]
+    return None
+
+
+MEMORY_HINT = re.compile(r"memory|profil|cache|max_num|too short|too long|exceed|oom|mm tokens|multi-modal", re.I)
+
+
+def context_warnings(v: ServerView, before_line: int, ts: datetime | None, limit: int = 2, window_s: float = 60) -> list[Evidence]:
+    """WARNING lines shortly before a failure that mention memory/profiling/cache (the usual hints)."""
+    out: list[Evidence] = []
+    for e in reversed(v.events):
+        if e.line >= before_line:
+            continue
+        if ts is not None and e.ts is not None and (ts - e.ts).total_seconds() > window_s:
+            break
+        if e.level == "WARNING" and e.kind != "python_warning" and MEMORY_HINT.search(e.text):
+            out.append(first(e))
+            if len(out) >= limit:
+                break
+    return list(reversed(out))
+
+
+STARTUP_FAIL = ("engine_start_failed", "process_crashed", "engine_start_timeout")
+
+
+def startup_failure_lines(v: ServerView, after_line: int, limit: int = 3) -> list[Evidence]:
+    """The 'engine failed to start' lines that follow a start-up root cause."""
+    out: list[Evidence] = []
+    for e in v.events:
+        if e.line <= after_line:
+            continue
+        if e.kind in STARTUP_FAIL or e.fields.get("exc_kind") == "engine_start_failed":
+            if e.kind == "engine_start_failed" and e.level == "ERROR":
+                out.append(first(e))
+            x = ev(e, "initialization failed", "failed to start")
+            out.append(x)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def rid_base(rid: str) -> str:
+    """Request id without V1's engine suffix (``-1a2b3c4d``)."""
+    m = re.match(r"^(.+)-[0-9a-f]{8}$", rid)
+    return m.group(1) if m else rid
+
+
+_AFTER = re.compile(r"Dumping (?:input data|scheduler stats)|Parent process exited|terminating worker")
+
+
+@dataclass
+class Aftermath:
+    """What followed an engine death: telling lines and the damage (failed requests, HTTP 5xx)."""
+
+    evidence: list[Evidence]
+    failed_requests: int
+    http_5xx: int
+    last_ts: datetime | None
+
+
+def aftermath(v: ServerView, root: Event, window_s: float = 120.0) -> Aftermath:
+    """Lines after an engine death (fatal error, EngineDeadError, failed requests, 500s) in order of value."""
+    t0 = root.ts
+    key: list[Evidence] = []
+    ctx: list[Evidence] = []
+    failed: list[Event] = []
+    e500: list[Event] = []
+    last = t0
+    for e in v.events:
+        if e.line < root.line - 12 or e is root:
+            continue
+        if t0 is not None and e.ts is not None and (e.ts - t0).total_seconds() > window_s:
+            break
+        if e.line < root.line:
+            if e.kind == "log" and _AFTER.search(e.text) and e.process == root.process:
+                ctx.append(first(e))
+            continue
+        if v.in_shutdown(e.line) and e.kind not in ("request_failed", "http_access", "engine_dead"):
+            continue
+        k = kinds_of(e)
+        if "engine_fatal" in k:
+            key.append(first(e))
+            key.append(ev(e, "Error:", "error"))
+        elif e.kind == "engine_dead":
+            key.append(first(e))
+            if e.line != e.line_end:
+                key.append(ev(e, "EngineDeadError", "Background loop", "dead"))
+        elif e.kind == "engine_core_died" or (e.kind == "log" and _AFTER.search(e.text)):
+            ctx.append(first(e))
+        elif e.kind == "request_failed" and e.fields.get("reason") == "engine_dead":
+            failed.append(e)
+        elif e.kind == "http_access" and (e.fields.get("http_status") or 0) >= 500:
+            e500.append(e)
+        else:
+            continue
+        if e.ts is not None:
+            last = e.ts
+    evid = key[:4] + ctx[:3] + [first(e) for e in failed[:2]] + [first(e) for e in e500[:3]]
+    return Aftermath(evid, len(failed), len(e500), last)

@@ -1,0 +1,76 @@
+"""D501 nccl-collective-failure."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+from ..run import Run
+from . import _util as u
+from .base import Finding, Probe, Rule, Severity
+from .registry import register
+
+_DIST = re.compile(r"Gloo|gloo|ray\.exceptions|RayActorError|collective operation timeout|NCCL error|ncclInternalError|"
+                   r"ncclUnhandledCudaError|ncclSystemError|DistNetworkError|Connection reset by peer.*(?:gloo|nccl)", re.I)
+
+
+@register
+class NcclCollectiveFailure(Rule):
+    """## What it detects
+    Distributed communication failures between ranks: the NCCL watchdog's ``Watchdog caught collective
+    operation timeout: WorkNCCL(SeqNum=…, OpType=ALLREDUCE …) ran for 600000 ms``, ``NCCL error``,
+    Gloo and Ray collective errors, and workers killed by the watchdog (exit code -6).
+    ``SeqNum=1`` — the very first collective — points at the transport (P2P, shared memory,
+    network), not the model.
+    ## Why it matters
+    With tensor/pipeline parallelism every step is a collective: one stuck rank hangs the whole
+    engine, silently, until the watchdog (10 min by default) kills it.
+    ## How to fix
+    Test the transport: ``NCCL_P2P_DISABLE=1`` (consumer GPUs, broken P2P/IOMMU), ``NCCL_SHM_DISABLE=1``,
+    ``NCCL_IB_DISABLE=1``, ``NCCL_SOCKET_IFNAME=<iface>``, ``--disable-custom-all-reduce``; run with
+    ``NCCL_DEBUG=INFO`` and check ``nvidia-smi topo -m``; raise ``--shm-size`` in Docker."""
+
+    code, slug, category, severity = "D501", "nccl-collective-failure", "distributed_nccl", Severity.CRITICAL
+    title = "Distributed collective (NCCL/Gloo/Ray) failed or hung"
+    options: dict[str, Any] = {}
+
+    def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
+        for v in u.servers(run):
+            evs = [e for e in v.of("nccl_timeout", "nccl_error") if not v.in_shutdown(e.line)]
+            evs += [e for e in v.events if e.kind in ("log", "traceback", "unparsed") and e.level in ("ERROR", None)
+                    and _DIST.search(e.text) and not v.in_shutdown(e.line)]
+            evs.sort(key=lambda e: e.line)
+            if not evs:
+                continue
+            tmo = [e for e in evs if e.kind == "nccl_timeout"]
+            e = tmo[0] if tmo else evs[0]
+            f = e.fields
+            died = [x for x in v.of("worker_died") if x.line >= e.line]
+            seq = f.get("seq")
+            first_coll = str(seq) == "1"
+            if tmo:
+                msg = (f"NCCL {f.get('op') or 'collective'} (SeqNum={seq}) on rank {f.get('rank')} timed out after "
+                       f"{u.secs(u.num(f.get('ran_s')) or u.num(f.get('timeout_s')))}")
+                msg += "; the very first collective never completed (transport problem)" if first_coll else ""
+            else:
+                msg = f"Distributed communication error: {e.message[:160]}"
+            if died:
+                msg += f"; worker died (exit code {died[0].fields.get('exit_code')})"
+            fin = self.finding(
+                msg + ".", evidence=u.dedupe([u.first(e)] + [u.first(x) for x in evs if x is not e][:2]
+                                             + [u.first(x) for x in died[:1]]),
+                first_seen=e.ts, last_seen=(died[0].ts if died else evs[-1].ts), count=len(evs), file=v.file,
+                process=e.process, server=v.index,
+                root_cause=("The ranks initialised NCCL but the first all-reduce never completed: the selected transport "
+                            "(P2P/CUMEM, SHM or network) does not work on this host." if first_coll else
+                            "A collective between ranks did not complete: a rank is stuck, or the interconnect failed."),
+                remediation="Start with `NCCL_P2P_DISABLE=1` (broken GPU peer-to-peer is the usual culprit on consumer "
+                            "GPUs/VMs); also try `--disable-custom-all-reduce`, `NCCL_SHM_DISABLE=1`, "
+                            "`NCCL_SOCKET_IFNAME=<iface>`; diagnose with `NCCL_DEBUG=INFO` and `nvidia-smi topo -m`.",
+                data={"seq": seq, "op": f.get("op"), "timeout_s": f.get("timeout_s")},
+            )
+            # the transport NCCL chose is only in NCCL_DEBUG lines (not kept in the Run): ask diagnose to look it up
+            fin.probes.append(Probe(v.file, v.srv.first_line, e.line, " via P2P", 2))
+            fin.probes.append(Probe(v.file, v.srv.first_line, e.line, " via SHM", 1))
+            fin.probes.append(Probe(v.file, v.srv.first_line, e.line, " via NET", 1))
+            yield fin

@@ -1,0 +1,94 @@
+"""E403 engine-dead."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ..run import Run
+from . import _util as u
+from .base import Finding, Rule, Severity
+from .registry import register
+from .s102_startup_worker_killed import killed_workers
+
+_FAIL = ("engine_fatal", "engine_dead", "engine_core_died", "cuda_error", "worker_died", "worker_exception",
+         "request_failed")
+
+_FIX = {
+    "illegal memory access": "Rerun with `CUDA_LAUNCH_BLOCKING=1` to find the kernel; upgrade vLLM / the attention or "
+                             "structured-output backend (xgrammar); as a workaround disable the feature in use when it "
+                             "started (e.g. do not mix structured-output and free-form requests, `--enforce-eager`, "
+                             "another `--attention-backend`).",
+}
+
+
+@register
+class EngineDead(Rule):
+    """## What it detects
+    The engine dies while serving: ``EngineCore encountered a fatal error``, ``engine core exited
+    unexpectedly`` (EngineCore killed), CUDA errors such as ``an illegal memory access was encountered``,
+    ``EngineDeadError`` / ``AsyncEngineDeadError``, a worker that dies or raises — followed by requests
+    ``failed (engine dead)`` and HTTP 500s. Errors printed *after* a deliberate shutdown (SIGTERM,
+    Ctrl-C) are shutdown noise and are ignored.
+    ## Why it matters
+    Every in-flight request fails and the server exits (or, in old versions, keeps answering 500).
+    ## How to fix
+    Read the first exception in the engine process (the finding points at it). CUDA errors: rerun with
+    ``CUDA_LAUNCH_BLOCKING=1``, upgrade vLLM/driver, disable the feature in use. A killed EngineCore with
+    no traceback: check ``dmesg`` (OOM killer), the container runtime, who sent the signal. Run vLLM
+    under a supervisor that restarts it."""
+
+    code, slug, category, severity = "E403", "engine-dead", "engine_dead", Severity.CRITICAL
+    title = "Engine died while serving"
+    options: dict[str, Any] = {}
+    consequence_of = ("runtime_oom", "distributed_nccl", "engine_hang")
+
+    def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
+        for v in u.servers(run):
+            if v.ready_line is None:
+                continue
+            fails = [e for e in v.of(*_FAIL, after=v.ready_line) if not v.in_shutdown(e.line)
+                     and (e.kind != "request_failed" or e.fields.get("reason") == "engine_dead")]
+            if not fails:
+                continue
+            root = fails[0]
+            # handled by the runtime-OOM rules
+            if v.of("cuda_oom", after=v.ready_line, before=root.line_end + 1) or any("cuda_oom" in u.kinds_of(e) for e in fails[:3]):
+                continue
+            if root in killed_workers(v, serving=True):
+                continue
+            pri = next((e for e in fails if "engine_fatal" in u.kinds_of(e) or "cuda_error" in u.kinds_of(e)), root)
+            if pri.line > root.line and root.kind in ("engine_core_died", "worker_died", "worker_exception"):
+                pri = root
+            am = u.aftermath(v, root)
+            exc = pri.fields.get("exc_message") or pri.fields.get("error")
+            exc_t = pri.fields.get("exc_type")
+            lead = u.first(pri) if pri.kind != "cuda_error" else u.ev(pri, "CUDA error", "illegal memory")
+            evid = [lead]
+            if pri.line != pri.line_end:
+                evid.append(u.ev(pri, "CUDA error", "illegal memory access", "Error:"))
+            evid += am.evidence
+            what = {
+                "engine_core_died": "the EngineCore process exited unexpectedly (no traceback: killed by a signal)",
+                "worker_died": f"worker {root.fields.get('worker') or ''} died (exit code {root.fields.get('exit_code')})",
+            }.get(root.kind, "the EngineCore hit a fatal error")
+            detail = f" ({str(exc_t).rsplit('.', 1)[-1] + ': ' if exc_t else ''}{str(exc)[:120]})" if exc else ""
+            damage = []
+            if am.failed_requests:
+                damage.append(f"{am.failed_requests} requests failed (engine dead)")
+            if am.http_5xx:
+                damage.append(f"{am.http_5xx} HTTP 5xx")
+            key = "illegal memory access" if "illegal memory access" in pri.text else ""
+            yield self.finding(
+                f"Engine died while serving: {what}{detail}" + ("; " + ", ".join(damage) if damage else "") + ".",
+                evidence=u.dedupe(evid), first_seen=root.ts, last_seen=am.last_ts or root.ts, count=len(fails),
+                file=v.file, process=pri.process or root.process, server=v.index,
+                root_cause=("A CUDA illegal memory access in the engine (a kernel bug or corrupted input); CUDA reports it "
+                            "asynchronously, so the failing call may not be the culprit." if key else
+                            "The EngineCore process was killed from outside (no Python traceback): OOM killer, a signal, "
+                            "or the container runtime." if root.kind == "engine_core_died" and pri is root else
+                            f"The engine raised {str(exc_t or 'an exception').rsplit('.', 1)[-1]} and shut down."),
+                remediation=_FIX.get(key, "Read the first exception of the engine process (first evidence line); check "
+                                          "`dmesg -T` for OOM kills or Xid errors; run vLLM under a supervisor that "
+                                          "restarts it (systemd `Restart=always`, Kubernetes liveness probe)."),
+                data={"failed_requests": am.failed_requests, "http_5xx": am.http_5xx, "exc_type": exc_t},
+            )

@@ -1,0 +1,59 @@
+"""E404 engine-start-failed."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ..run import Run
+from . import _util as u
+from .base import Finding, Rule, Severity
+from .registry import register
+from .s102_startup_worker_killed import killed_workers
+
+#: Kinds another start-up rule explains (this rule is the fallback when none is present).
+EXPLAINED = ("cuda_oom", "kv_cache_insufficient", "kv_cache_no_memory", "insufficient_free_memory", "model_load_error",
+             "config_error", "max_model_len_too_large", "port_in_use", "nccl_timeout", "nccl_error")
+_FAIL = ("engine_start_failed", "process_crashed", "engine_start_timeout", "engine_fatal", "worker_exception",
+         "worker_died", "engine_dead", "memory_profiling_error")
+
+
+@register
+class EngineStartFailed(Rule):
+    """## What it detects
+    The engine fails to start (``EngineCore failed to start``, ``Engine core initialization failed``,
+    ``Engine process failed to start``, ``Timed out waiting for engine core processes to start``) and no
+    more specific start-up rule recognised the cause. The first exception of the engine process is
+    quoted.
+    ## Why it matters
+    The server never becomes ready.
+    ## How to fix
+    Read the first traceback above the failure (the finding points at it); ``VLLM_LOGGING_LEVEL=DEBUG``
+    shows more; for slow weight loading raise ``VLLM_ENGINE_READY_TIMEOUT_S``."""
+
+    code, slug, category, severity = "E404", "engine-start-failed", "engine_dead", Severity.CRITICAL
+    title = "Engine failed to start"
+    options: dict[str, Any] = {}
+    consequence_of = ("startup_oom", "kv_cache_capacity_error", "model_load_failure", "config_error", "distributed_nccl")
+
+    def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
+        for v in u.servers(run):
+            if v.ready_line is not None or v.of(*EXPLAINED) or killed_workers(v, serving=False):
+                continue
+            fails = [e for e in v.of(*_FAIL) if not v.in_shutdown(e.line)]
+            if not fails:
+                continue
+            root = fails[0]
+            exc = next((e for e in fails if e.fields.get("exc_message")), root)
+            timeout = any(e.kind == "engine_start_timeout" for e in fails)
+            msg = exc.fields.get("exc_message") or exc.message
+            yield self.finding(
+                f"Engine failed to start: {str(exc.fields.get('exc_type') or '').rsplit('.', 1)[-1]}"
+                f"{': ' if exc.fields.get('exc_type') else ''}{str(msg)[:160]}",
+                evidence=u.dedupe([u.first(root), u.ev(exc)] + u.startup_failure_lines(v, root.line_end)),
+                first_seen=root.ts, last_seen=fails[-1].ts, count=len(fails), file=v.file, process=root.process,
+                server=v.index,
+                root_cause="The engine process raised during initialisation" + (" or did not become ready in time." if timeout else "."),
+                remediation=("Raise `VLLM_ENGINE_READY_TIMEOUT_S` (slow weight loading) and check storage speed; " if timeout else "")
+                + "read the first traceback of the engine/worker process; rerun with `VLLM_LOGGING_LEVEL=DEBUG`.",
+                data={"exc_type": exc.fields.get("exc_type")},
+            )

@@ -1,0 +1,52 @@
+"""E405 runtime-cuda-oom."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ..run import Run
+from . import _util as u
+from .base import Finding, Rule, Severity
+from .registry import register
+
+
+@register
+class RuntimeCudaOom(Rule):
+    """## What it detects
+    CUDA out of memory while serving (after the server became ready): a batch, a long prompt, a large
+    ``n``/``best_of`` or logprobs request, or memory held by another process pushes the GPU over.
+    ## Why it matters
+    The engine usually dies with it (EngineDeadError, every in-flight request fails); at best the
+    request fails with 500.
+    ## How to fix
+    Leave activation headroom: ``--gpu-memory-utilization 0.85``, lower ``--max-num-seqs`` and
+    ``--max-num-batched-tokens``, cap ``--max-model-len``; make sure nothing else allocates on the GPU."""
+
+    code, slug, category, severity = "E405", "runtime-cuda-oom", "runtime_oom", Severity.CRITICAL
+    title = "Out of GPU memory while serving"
+    options: dict[str, Any] = {}
+
+    def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
+        for v in u.servers(run):
+            ooms = [e for e in v.of("cuda_oom") if v.serving(e.line) and not v.in_shutdown(e.line)]
+            if not ooms:
+                continue
+            e = ooms[0]
+            am = u.aftermath(v, e)
+            died = any(x.text and ("EngineDead" in x.text or "fatal" in x.text) for x in am.evidence)
+            f = e.fields
+            alloc, total, free = (u.num(f.get(k)) for k in ("tried_to_allocate_gib", "total_capacity_gib", "free_gib"))
+            util = u.arg(v, "gpu_memory_utilization")
+            yield self.finding(
+                "CUDA out of memory while serving" + (f" (tried to allocate {alloc:.2f} GiB" + (f", {free:.2f} GiB free)" if free is not None else ")") if alloc else "")
+                + ("; the engine died" if died else "") + (f"; {am.failed_requests} requests failed" if am.failed_requests else "") + ".",
+                severity=Severity.CRITICAL if died else Severity.ERROR,
+                evidence=u.dedupe([u.ev(e, "out of memory", "OutOfMemoryError")] + am.evidence), first_seen=e.ts,
+                last_seen=am.last_ts or e.ts, count=len(ooms), file=v.file, process=e.process, server=v.index,
+                root_cause="A step needed more GPU memory than was left after the KV cache and weights "
+                           "(activation peak of a large batch or long prompt, or another process on the GPU).",
+                remediation=f"Lower `--gpu-memory-utilization` to leave activation headroom (now {util or 'default 0.9'}; "
+                            "try 0.85), lower `--max-num-seqs` / `--max-num-batched-tokens`, cap `--max-model-len`; "
+                            "check `nvidia-smi` for other processes.",
+                data={"tried_to_allocate_gib": alloc, "free_gib": free, "total_capacity_gib": total, "engine_died": died},
+            )

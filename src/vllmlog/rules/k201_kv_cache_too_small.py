@@ -1,0 +1,73 @@
+"""K201 kv-cache-too-small."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+from ..run import Run
+from . import _util as u
+from .base import Finding, Rule, Severity
+from .registry import register
+
+_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)")
+_V1 = re.compile(r"max seq len \((\d+)\).*?estimated maximum model length is (\d+)")
+
+
+@register
+class KvCacheTooSmall(Rule):
+    """## What it detects
+    The KV cache that fits after loading the weights is too small to start: ``No available memory for
+    the cache blocks``, or the model's max seq len is larger than the tokens the KV cache can hold
+    (V0 ``The model's max seq len (4096) is larger than … KV cache (3520)``, V1 ``To serve at least one
+    request with the model's max seq len …``).
+    ## Why it matters
+    The engine refuses to start: not even one request of maximum length would fit.
+    ## How to fix
+    Lower ``--max-model-len`` to what the cache holds (the finding computes it from the log), or give the
+    cache more memory: raise ``--gpu-memory-utilization``, use more GPUs (``--tensor-parallel-size``),
+    a quantized KV cache (``--kv-cache-dtype fp8``) or drop ``--num-gpu-blocks-override``."""
+
+    code, slug, category, severity = "K201", "kv-cache-too-small", "kv_cache_capacity_error", Severity.CRITICAL
+    title = "KV cache too small to start"
+    options: dict[str, Any] = {}
+
+    def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
+        for v in u.servers(run):
+            evs = [e for e in v.of("kv_cache_insufficient", "kv_cache_no_memory") if not v.serving(e.line)]
+            if not evs:
+                continue
+            e = evs[0]
+            main = u.ev(e, "max seq len", "No available memory for the cache blocks")
+            blocks = v.of("kv_cache_blocks", "kv_cache_size", "kv_cache_memory", before=e.line)
+            f = e.fields
+            max_len = u.num(f.get("max_seq_len"))
+            cap = u.num(f.get("kv_cache_tokens")) or u.num(f.get("estimated_max_model_len"))
+            m0, m1 = _V0.search(e.text), _V1.search(e.text)
+            if m0:
+                max_len, cap = float(m0[1]), float(m0[2])
+            elif m1:
+                max_len, cap = float(m1[1]), float(m1[2])
+            if cap is None and blocks:
+                nb = u.num(blocks[-1].fields.get("num_gpu_blocks"))
+                cap = nb * 16 if nb else None
+            if e.kind == "kv_cache_no_memory" or e.fields.get("exc_kind") == "kv_cache_no_memory":
+                msg = "No memory is left for any KV-cache block after loading the weights; the engine cannot start."
+                rem = ("Raise `--gpu-memory-utilization` (e.g. 0.95), use `--tensor-parallel-size 2` or a quantized "
+                       "checkpoint so the weights leave room for the cache, or free memory held by other processes.")
+                sugg = None
+            else:
+                sugg = int(cap) if cap else None
+                msg = (f"max model len {u.ints(max_len)} does not fit the KV cache ({u.ints(cap)} tokens); "
+                       "the engine refuses to start.")
+                rem = ((f"Start with `--max-model-len {sugg}` (fits the {u.ints(cap)}-token KV cache), or " if sugg else "Lower `--max-model-len`, or ")
+                       + "raise `--gpu-memory-utilization` (e.g. 0.95) / add GPUs (`--tensor-parallel-size`) / "
+                       "`--kv-cache-dtype fp8`; remove `--num-gpu-blocks-override` if set.")
+            evid = [main] + ([u.first(blocks[-1])] if blocks else []) + u.startup_failure_lines(v, e.line_end)
+            yield self.finding(
+                msg, evidence=u.dedupe(evid), first_seen=e.ts, last_seen=e.ts, count=len(evs), file=v.file,
+                process=e.process, server=v.index,
+                root_cause="After the weights and activations, the memory left for the KV cache holds fewer tokens "
+                           "than one request of maximum length needs.",
+                remediation=rem, data={"max_seq_len": max_len, "kv_cache_tokens": cap, "suggested_max_model_len": sugg},
+            )

@@ -1,0 +1,120 @@
+"""K202 kv-cache-pressure."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ..run import Run
+from . import _util as u
+from .base import Evidence, Finding, Rule, Severity
+from .registry import register
+
+
+@register
+class KvCachePressure(Rule):
+    """## What it detects
+    KV-cache usage at or above the caution threshold (80 %) for several stats intervals, and the
+    preemptions that come with it: V0's ``Sequence group … is preempted by PreemptionMode.RECOMPUTE``
+    warnings, a ``Preemptions: N`` stats field, the handbook's per-step KV usage — and V1's *silent*
+    preemption, which logs nothing: KV ~100 % while Running drops and Waiting grows, with prompt
+    throughput from re-prefilled requests.
+    ## Why it matters
+    New requests queue and running ones are evicted and recomputed; throughput collapses (thrashing),
+    TTFT and end-to-end latency climb.
+    ## How to fix
+    Admit fewer concurrent sequences (``--max-num-seqs``, client-side concurrency), give the cache more
+    memory (``--gpu-memory-utilization``, more GPUs, ``--kv-cache-dtype fp8``), shorten
+    ``max_tokens`` / ``--max-model-len``; enable prefix caching when prompts share prefixes."""
+
+    code, slug, category, severity = "K202", "kv-cache-pressure", "kv_cache_pressure_preemption", Severity.WARNING
+    title = "KV cache near full: preemption / recompute"
+    options: dict[str, Any] = {"kv_caution": 0.80, "kv_critical": 0.95, "min_intervals": 2, "min_decode_seconds": 5}
+
+    def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
+        caution, critical = float(options["kv_caution"]), float(options["kv_critical"])
+        for v in u.servers(run):
+            pre = [e for e in v.of("preemption") if not v.in_shutdown(e.line)]
+            episodes: list[tuple[list, bool]] = []
+            for samples in v.by_engine().values():
+                for st in u.stretches(samples, lambda s: (s.kv_cache_usage or 0) >= caution):
+                    silent = self._silent(st, samples, critical)
+                    field_pre = any((s.preemptions or 0) > 0 for s in st)
+                    if len(st) >= int(options["min_intervals"]) or silent or field_pre or pre:
+                        episodes.append((st, silent or field_pre))
+            hb = [d for d in run.series.decode if d.file == v.file and d.kv_max >= caution]
+            if not episodes and not pre and len(hb) < int(options["min_decode_seconds"]):
+                continue
+            samples_all = [s for st, _ in episodes for s in st]
+            peak = max([s.kv_cache_usage or 0 for s in samples_all] + [d.kv_max for d in hb] + [0.0])
+            silent_any = any(flag for _, flag in episodes)
+            cum = max((int(u.num(e.fields.get("cumulative_preemptions")) or 0) for e in pre), default=0)
+            field_total = sum(s.preemptions or 0 for s in samples_all)
+            times = [s.ts for s in samples_all if s.ts] + [e.ts for e in pre if e.ts] + [d.ts for d in hb]
+            if not times:
+                continue
+            first, last = min(times), max(times)
+            running = [s.running for s in samples_all if s.running is not None]
+            waiting = [s.waiting for s in samples_all if s.waiting is not None]
+            interval = u.interval_s(samples_all)
+            evid: list[Evidence | None] = []
+            crit = [s for s in samples_all if (s.kv_cache_usage or 0) >= critical] or samples_all
+            evid += [u.sample_ev(s) for s in u.pick(crit, interval, limit=6)]
+            evid += [u.first(e) for e in pre[:10]]
+            evid += [u.sample_ev(s) for s in u.pick(samples_all, interval, limit=6)]
+            if hb:
+                evid.append(Evidence(hb[0].file, hb[0].first_line, ""))
+            cfg = v.of("kv_cache_blocks", "kv_cache_size")
+            if cfg:
+                evid.append(u.first(cfg[0]))
+            kv_tokens = u.num(u.arg(v, "kv_cache_tokens"))
+            if kv_tokens is None and u.arg(v, "num_gpu_blocks"):
+                kv_tokens = (u.num(u.arg(v, "num_gpu_blocks")) or 0) * 16
+            max_seqs = u.arg(v, "max_num_seqs")
+            parts = [f"KV-cache usage reached {u.pct(peak)} (≥ {u.pct(caution)} for {len(samples_all) or len(hb)} "
+                     f"{'stats intervals' if samples_all else 'seconds'})"]
+            if pre:
+                parts.append(f"{len(pre)} preemption warnings" + (f" (cumulative {cum})" if cum else ""))
+            if field_total:
+                parts.append(f"{field_total} preemptions in the stats lines")
+            if silent_any and not pre and not field_total:
+                parts.append("Running fell while Waiting stayed > 0 at a full cache (silent V1 preemption)")
+            if running and waiting:
+                parts.append(f"Running {min(running)}–{max(running)}, Waiting up to {max(waiting)}")
+            preempting = bool(pre or field_total or silent_any)
+            floor_run = min(running) if running else None
+            rem = []
+            if floor_run and preempting:
+                rem.append(f"cap concurrency near what the cache holds: `--max-num-seqs {max(1, int(floor_run * 0.9))}` "
+                           f"(Running fell to {floor_run} under preemption" + (f"; now {max_seqs})" if max_seqs else ")"))
+            elif max_seqs:
+                rem.append(f"lower `--max-num-seqs` (now {max_seqs}) or client concurrency")
+            else:
+                rem.append("lower `--max-num-seqs` or client concurrency")
+            rem.append("give the cache more memory: `--gpu-memory-utilization 0.95`, more GPUs (`--tensor-parallel-size`) "
+                       "or `--kv-cache-dtype fp8`" + (f" (KV cache: {u.ints(kv_tokens)} tokens)" if kv_tokens else ""))
+            rem.append("shorten `max_tokens` / `--max-model-len`; watch `vllm:num_preemptions_total`")
+            first_ev = min([s for s in samples_all], key=lambda s: s.line, default=None)
+            yield self.finding(
+                "; ".join(parts) + ".",
+                severity=self.severity if (peak >= caution or preempting) else Severity.INFO,
+                title=self.title if preempting else "KV cache near full",
+                evidence=u.dedupe(evid, limit=24), first_seen=first, last_seen=last,
+                count=max(len(pre), int(field_total), len(samples_all), 1), file=v.file,
+                process=(first_ev.process if first_ev else (pre[0].process if pre else None)), server=v.index,
+                root_cause=("More sequences are admitted than the KV cache can hold as they grow, so the scheduler evicts "
+                            "and recomputes them (preemption), wasting work." if preempting else
+                            "The KV cache is close to full: the next burst or longer outputs will trigger preemption."),
+                remediation="; ".join(rem) + ".",
+                data={"peak_kv_cache_usage": peak, "kv_caution": caution, "kv_critical": critical,
+                      "preemption_lines": len(pre), "cumulative_preemptions": cum, "silent_preemption": silent_any,
+                      "kv_cache_tokens": kv_tokens, "min_running": floor_run},
+            )
+
+    @staticmethod
+    def _silent(st: list, samples: list, critical: float) -> bool:
+        """V1 silent preemption: at a critical KV level Running drops while Waiting > 0 (or grows)."""
+        for a, b in zip(st, st[1:]):
+            if (a.kv_cache_usage or 0) >= critical and (b.kv_cache_usage or 0) >= critical:
+                if a.running is not None and b.running is not None and b.running < a.running and (b.waiting or 0) > 0:
+                    return True
+        return False

@@ -1,0 +1,44 @@
+"""K203 block-allocation-failed."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ..run import Run
+from . import _util as u
+from .base import Finding, Rule, Severity
+from .registry import register
+
+
+@register
+class BlockAllocationFailed(Rule):
+    """## What it detects
+    ``Failed to allocate blocks for <request>. Out of memory.`` — the scheduler could not get KV-cache
+    blocks for a request while serving (handbook format).
+    ## Why it matters
+    The request fails or is preempted; repeated failures mean the KV cache is exhausted at run time.
+    ## How to fix
+    Lower ``--max-num-seqs`` / client concurrency or ``max_tokens``, raise ``--gpu-memory-utilization``,
+    add GPUs or use ``--kv-cache-dtype fp8``."""
+
+    code, slug, category, severity = "K203", "block-allocation-failed", "runtime_oom", Severity.ERROR
+    title = "KV-cache block allocation failed while serving"
+    options: dict[str, Any] = {"min_count": 1}
+
+    def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
+        for v in u.servers(run):
+            evs = [e for e in v.of("block_allocation_failed") if not v.in_shutdown(e.line)]
+            if len(evs) < int(options["min_count"]):
+                continue
+            ids = {e.request_id for e in evs if e.request_id}
+            kv = max((d.kv_max for d in run.series.decode if d.file == v.file), default=None)
+            yield self.finding(
+                f"{len(evs)} KV-cache block allocations failed for {len(ids) or len(evs)} requests"
+                + (f" (KV usage peaked at {u.pct(kv)})" if kv else "") + ".",
+                evidence=u.dedupe([u.first(e) for e in evs[:5]]), first_seen=evs[0].ts, last_seen=evs[-1].ts,
+                count=len(evs), file=v.file, process=evs[0].process, server=v.index,
+                root_cause="The KV cache ran out of free blocks at run time: admitted sequences outgrew the cache.",
+                remediation="Lower `--max-num-seqs` or client concurrency and `max_tokens`; raise "
+                            "`--gpu-memory-utilization` (e.g. 0.95), add GPUs or use `--kv-cache-dtype fp8`.",
+                data={"requests": len(ids), "peak_kv_cache_usage": kv},
+            )

@@ -1,0 +1,103 @@
+"""Q301 queue-backlog."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ..run import Run
+from . import _util as u
+from .base import Evidence, Finding, Rule, Severity
+from .registry import register
+
+
+@register
+class QueueBacklog(Rule):
+    """## What it detects
+    Requests waiting too long for a slot: Waiting > 0 for longer than the handbook's 30 s, or a queue
+    that does not drain while Running is pinned at its cap (``--max-num-seqs``) — plus the handbook's
+    ``waiting time exceeds 30s`` lines and journeys whose queue time exceeds the threshold.
+    A burst that drains within the threshold is not a backlog.
+    ## Why it matters
+    Queue time adds directly to TTFT; clients time out and retry, which grows the queue further. vLLM has
+    no server-side timeout for queued requests.
+    ## How to fix
+    If KV usage leaves headroom, raise ``--max-num-seqs``; otherwise add replicas, rate-limit or cap
+    client concurrency (admission control in the gateway), and set client timeouts."""
+
+    code, slug, category, severity = "Q301", "queue-backlog", "queue_backlog", Severity.WARNING
+    title = "Requests queue up (waiting does not drain)"
+    options: dict[str, Any] = {"waiting_s": 30.0, "min_waiting": 1, "min_wait_lines": 3}
+    consequence_of = ("kv_cache_pressure_preemption", "engine_hang", "engine_dead", "runtime_oom")
+
+    def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
+        wait_s = float(options["waiting_s"])
+        for v in u.servers(run):
+            cap = u.num(u.arg(v, "max_num_seqs"))
+            found: list[list] = []
+            for samples in v.by_engine().values():
+                interval = u.interval_s(samples)
+                for st in u.stretches(samples, lambda s: (s.waiting or 0) >= int(options["min_waiting"])):
+                    st = [s for s in st if not v.in_shutdown(s.line)]
+                    if not st:
+                        continue
+                    dur = u.duration_s(st)
+                    run_vals = [s.running for s in st if s.running is not None]
+                    pinned = bool(run_vals) and (max(run_vals) == min(run_vals) or (cap is not None and min(run_vals) >= cap))
+                    growing = len(st) >= 2 and (st[-1].waiting or 0) >= (st[0].waiting or 0)
+                    big = (st[0].waiting or 0) >= max(run_vals or [0])
+                    if dur >= wait_s or (growing and pinned and big):
+                        found.append(st)
+            hb = [e for e in v.of("queue_wait_exceeded") if not v.in_shutdown(e.line)]
+            slow_j = [j for j in run.journeys if j.file == v.file and j.server == v.index
+                      and getattr(j, "queue_s", None) is not None and j.queue_s > wait_s]
+            if not found and len(hb) < int(options["min_wait_lines"]) and len(slow_j) < int(options["min_wait_lines"]):
+                continue
+            samples_all = [s for st in found for s in st]
+            times = [s.ts for s in samples_all if s.ts] + [e.ts for e in hb if e.ts] + [j.arrival_ts for j in slow_j if j.arrival_ts]
+            if not times:
+                continue
+            first, last = min(times), max(times)
+            aborts = [e for e in v.of("request_aborted") if e.ts and first <= e.ts <= last]
+            evid: list[Evidence | None] = [u.sample_ev(s) for s in u.pick(samples_all, u.interval_s(samples_all))]
+            evid += [u.first(e) for e in hb[:4]]
+            evid += [u.first(e) for e in aborts[:3]]
+            evid += [Evidence(j.file, j.first_line, "") for j in slow_j[:3] if j.first_line]
+            parts = []
+            peak_wait = max((s.waiting or 0 for s in samples_all), default=0)
+            run_vals = [s.running for s in samples_all if s.running is not None]
+            kv = [s.kv_cache_usage for s in samples_all if s.kv_cache_usage is not None]
+            if samples_all:
+                dur = (last - first).total_seconds()
+                parts.append(f"Waiting stayed > 0 for {u.secs(dur)} (peak {peak_wait}, "
+                             f"from {samples_all[0].waiting} to {samples_all[-1].waiting})")
+                if run_vals:
+                    pinned_at = max(run_vals)
+                    parts.append(f"Running pinned at {pinned_at}" + (f" = --max-num-seqs {int(cap)}" if cap and pinned_at >= cap else ""))
+                if kv:
+                    parts.append(f"KV usage ≤ {u.pct(max(kv))}")
+            if hb:
+                parts.append(f"{len(hb)} requests waited longer than {hb[0].fields.get('waiting_threshold_s') or wait_s} s")
+            if slow_j:
+                parts.append(f"{len(slow_j)} requests queued > {wait_s:.0f} s")
+            if aborts:
+                parts.append(f"{len(aborts)} client aborts meanwhile")
+            kv_room = kv and max(kv) < 0.8
+            pinned_at = max(run_vals) if run_vals else None
+            rem = []
+            if kv_room and pinned_at:
+                rem.append(f"KV usage ({u.pct(max(kv))}) leaves headroom: raise `--max-num-seqs` above {pinned_at} "
+                           f"(e.g. `--max-num-seqs {int(pinned_at * 1.5)}`) if latency targets allow")
+            rem.append("add replicas or admission control / rate limiting in front of vLLM so offered concurrency "
+                       "matches what one replica serves")
+            rem.append("set client timeouts — a disconnecting client is the only way a queued request expires")
+            yield self.finding(
+                "; ".join(parts) + ".", evidence=u.dedupe(evid, limit=16), first_seen=first, last_seen=last,
+                count=max(len(samples_all), len(hb), len(slow_j)), file=v.file,
+                process=samples_all[0].process if samples_all else (hb[0].process if hb else None), server=v.index,
+                root_cause="Requests arrive faster than the engine finishes them: the running batch is at its cap "
+                           "(max-num-seqs) and the rest wait in the queue." if pinned_at else
+                           "Requests arrive faster than the engine finishes them.",
+                remediation="; ".join(rem) + ".",
+                data={"peak_waiting": peak_wait, "running": pinned_at, "max_num_seqs": cap,
+                      "peak_kv_cache_usage": max(kv) if kv else None, "waiting_s": wait_s},
+            )

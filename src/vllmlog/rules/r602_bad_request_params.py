@@ -1,0 +1,73 @@
+"""R602 bad-request-params."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ..run import Run
+from . import _util as u
+from .base import Finding, Rule, Severity
+from .r601_request_too_long import rejected_share
+from .registry import register
+
+
+def bad_param_events(v: u.ServerView) -> list:
+    """Events showing a request rejected for invalid parameters (not length)."""
+    out = []
+    for e in v.events:
+        k = u.kinds_of(e)
+        if "context_length_exceeded" in k or "prompt_too_long" in k:
+            continue
+        if "bad_request_params" in k or (e.kind == "request_failed" and e.fields.get("reason") == "bad_request") \
+                or "RequestValidationError" in str(e.fields.get("exc_type") or "") or e.kind == "request_exception":
+            out.append(e)
+    return out
+
+
+@register
+class BadRequestParams(Rule):
+    """## What it detects
+    Requests rejected for invalid parameters: more logprobs than ``--max-logprobs``, temperature/top_p/n/
+    max_tokens out of range, malformed JSON or wrong types (``RequestValidationError``),
+    ``Request … failed (bad request)``.
+    ## Why it matters
+    The client gets HTTP 400 for every such call — an evaluation harness or an SDK default can make
+    *every* request fail while the server looks idle.
+    ## How to fix
+    Fix the client's parameters; when the server limit is the issue, raise it (``--max-logprobs 10``)."""
+
+    code, slug, category, severity = "R602", "bad-request-params", "bad_request_params", Severity.WARNING
+    title = "Requests rejected for invalid parameters"
+    options: dict[str, Any] = {"min_count": 1, "error_fraction": 0.5}
+
+    def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
+        for v in u.servers(run):
+            evs = [e for e in bad_param_events(v) if not v.in_shutdown(e.line)]
+            if len(evs) < int(options["min_count"]):
+                continue
+            access = [e for e in v.events if e.kind == "http_access" and e.fields.get("http_status") in (400, 422)]
+            reasons = sorted({str(e.fields.get("reason") or e.fields.get("param") or "validation") for e in evs
+                              if e.kind != "request_exception"})
+            logprobs = [e for e in evs if e.fields.get("reason") == "logprobs" or "logprobs" in e.text]
+            lim = next((u.num(e.fields.get("limit")) for e in logprobs if e.fields.get("limit")), None)
+            n = max(len(evs), len(access))
+            share = rejected_share(run, n)
+            main = [e for e in evs if e.kind != "request_exception"] or evs
+            evid = [u.ev(e, "logprobs", "must be", "validation error", "failed (bad request)") for e in main[:3]]
+            evid += [u.first(e) for e in access[:3]]
+            rem = []
+            if logprobs:
+                rem.append(f"the client asks for more logprobs than the server allows ({int(lim) if lim else '--max-logprobs'}): "
+                           f"request ≤ {int(lim) if lim else 'the limit'} or start the server with "
+                           f"`--max-logprobs {int(lim * 2) if lim else 20}`")
+            rem.append("fix the client's request parameters (the 400 body names the parameter)")
+            yield self.finding(
+                f"{n} requests rejected with HTTP 400 for invalid parameters"
+                + (f" ({', '.join(reasons)})" if reasons else "") + (f"; {share:.0%} of API requests" if share >= 0.2 else "") + ".",
+                severity=Severity.ERROR if share >= float(options["error_fraction"]) else self.severity,
+                evidence=u.dedupe(evid), first_seen=min((e.ts for e in evs + access if e.ts), default=None),
+                last_seen=max((e.ts for e in evs + access if e.ts), default=None), count=n, file=v.file,
+                process=main[0].process, server=v.index,
+                root_cause="Clients send parameters the server rejects" + (" (logprobs above --max-logprobs)" if logprobs else "") + ".",
+                remediation="; ".join(rem) + ".", data={"rejected": n, "reasons": reasons, "share": share},
+            )

@@ -1,0 +1,77 @@
+"""R603 rejected-requests."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterator
+
+from ..run import Run
+from . import _util as u
+from .base import Finding, Rule, Severity
+from .r601_request_too_long import KINDS as LONG_KINDS, rejected_share
+from .r602_bad_request_params import bad_param_events
+from .registry import register
+
+_GEN = ("/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/generate", "/pooling",
+        "/score", "/rerank", "/v1/audio")
+
+
+@register
+class RejectedRequests(Rule):
+    """## What it detects
+    Many HTTP 400/413/422 answers on the generation endpoints with no error text in the log (recent
+    vLLM logs a frontend rejection only as the access line, even with ``--enable-log-requests``).
+    When the log says why (R601, R602), those rules report it and this one stays quiet.
+    Without a reason the category is inferred: when the same endpoint also answers 200 — some requests
+    pass, others fail — the usual cause is prompt + max_tokens above ``--max-model-len``
+    (``request_too_long``); when every request fails it is more often a parameter
+    (``bad_request_params``). The message says it is an inference.
+    ## Why it matters
+    Clients get errors while the server looks healthy; nothing in the log says which requests.
+    ## How to fix
+    Read the 400 body on the client side (it names the problem), or restart with ``--log-error-stack``
+    (0.11+) so the server logs it; then fix the client (shorter prompts, valid parameters)."""
+
+    code, slug, category, severity = "R603", "rejected-requests", "request_too_long", Severity.WARNING
+    title = "Requests rejected with HTTP 4xx (no reason logged)"
+    options: dict[str, Any] = {"min_count": 3, "min_fraction": 0.05, "error_fraction": 0.5}
+
+    def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
+        for v in u.servers(run):
+            if v.of(*LONG_KINDS) or bad_param_events(v):
+                continue
+            rej = [e for e in v.events if e.kind == "http_access" and e.fields.get("http_status") in (400, 413, 422)
+                   and str(e.fields.get("path") or "").startswith(_GEN)]
+            if len(rej) < int(options["min_count"]):
+                continue
+            share = rejected_share(run, len(rej))
+            if share < float(options["min_fraction"]):
+                continue
+            paths = Counter(str(e.fields.get("path")) for e in rej)
+            ok_same = sum(run.http_paths.get(p, 0) for p in paths) - len(rej)
+            mixed = ok_same > 0
+            cat = "request_too_long" if mixed else "bad_request_params"
+            lim = u.num(u.arg(v, "max_model_len"))
+            guess = (f"the same endpoints also answered {ok_same} requests successfully, so specific requests are "
+                     f"rejected — most often prompt + max_tokens above --max-model-len {u.ints(lim)}" if mixed else
+                     "every request to these endpoints was rejected — most often an invalid or unsupported parameter "
+                     "sent by the client")
+            yield self.finding(
+                f"{len(rej)} requests rejected with HTTP {'/'.join(sorted({str(e.fields.get('http_status')) for e in rej}))} "
+                f"on {', '.join(p for p, _ in paths.most_common(3))} ({share:.0%} of API requests) and no reason in the "
+                f"log; inferred: {guess}.",
+                category=cat, severity=Severity.ERROR if share >= float(options["error_fraction"]) else self.severity,
+                evidence=u.dedupe([u.first(e) for e in rej[:5]]), first_seen=min((e.ts for e in rej if e.ts), default=None),
+                last_seen=max((e.ts for e in rej if e.ts), default=None), count=len(rej), file=v.file,
+                process=rej[0].process, server=v.index,
+                root_cause=("Clients send requests longer than the server's max model length (inferred: the log records "
+                            "only the 400 access lines)." if mixed else
+                            "Clients send requests the server rejects (inferred: the log records only the 400 access lines)."),
+                remediation=("Check the 400 response body on the client (it names the limit); keep prompt + max_tokens ≤ "
+                             f"{u.ints(lim) if lim else 'max-model-len'} (truncate/chunk inputs, lower max_tokens) or raise "
+                             "`--max-model-len` if the model supports it; restart with `--log-error-stack` to log each "
+                             "rejection." if mixed else
+                             "Check the 400 response body on the client (it names the parameter) and fix the client; "
+                             "restart with `--log-error-stack` to log each rejection."),
+                data={"rejected": len(rej), "share": share, "inferred": cat, "same_endpoint_ok": ok_same},
+            )
