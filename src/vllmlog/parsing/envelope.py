@@ -20,7 +20,7 @@ VLLM = re.compile(
 )
 UVICORN = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE):\s+(.*)$", re.S)
 EXC_LINE = re.compile(
-    r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Timeout|Cancelled|Fault))(?::\s?(.*))?$"
+    r"^((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Timeout|Cancelled|Fault)|Exception))(?::\s?(.*))?$"
 )
 TB_STARTS = (
     "Traceback (most recent call last)",

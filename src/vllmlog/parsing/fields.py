@@ -174,7 +174,23 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "exc_chain": ("str", "", "chained exceptions of a traceback, innermost first"),
     "ran_s": ("seconds", "s", "how long the NCCL work ran before the watchdog fired"),
     "args": ("str", "", "server arguments as a dict"),
-    "request_ids": ("str", "", "list of request ids (aborted request(s) line)"),
+    # --- run-time / lifecycle (runtime.py) ---
+    "component": ("str", "", "component named in a `[shutdown]` step (API server, MPClient, EngineCore, Executor, …)"),
+    "action": ("str", "", "what happened: shutdown step text, dump type, compile/warm-up stage"),
+    "count": ("int", "", "count named in the message (processes, workers)"),
+    "cudagraph_mode": ("str", "", "CUDA-graph mode of a model step (NONE, PIECEWISE, FULL)"),
+    "num_tokens": ("int", "tokens", "tokens in a model step's batch"),
+    "total_gpu_memory_gib": ("float", "GiB", "total device memory (or total memory for the CPU backend)"),
+    "usable_memory_gib": ("float", "GiB", "total memory × gpu_memory_utilization"),
+    "non_torch_memory_gib": ("float", "GiB", "memory used outside PyTorch (NCCL, CUDA context)"),
+    "activation_peak_gib": ("float", "GiB", "PyTorch activation peak during profiling"),
+    "library": ("str", "", "shared library named in the message"),
+    "world_size": ("int", "", "distributed world size"),
+    "backend": ("str", "", "backend named in the message (gloo/nccl, mp/ray, attention backend)"),
+    "tasks": ("str", "", "model tasks as printed"),
+    "topic": ("str", "", "what an environment notice is about (triton, ulimit, ld_preload, …)"),
+    "state": ("str", "", "engine loop state: idle / active"),
+    "leaked": ("int", "", "leaked objects reported at exit"),
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 import orjson
 
 from ..model import Event
-from . import engine, failures, handbook, raw, requests, startup, uvicorn  # noqa: F401  (register patterns)
+from . import engine, failures, handbook, raw, requests, runtime, startup, uvicorn  # noqa: F401  (register patterns)
 from .envelope import ANSI, DOCKER, EXC_LINE, K8S_TS, PROC, RAY_REPEAT, UVICORN, VLLM, is_tb_continuation
 from .registry import MESSAGES, RAW, LinePattern
 from .templates import template
@@ -32,7 +32,7 @@ class _Rec:
 
     __slots__ = (
         "line", "line_end", "ts", "ts_inherited", "level", "process", "source", "msg", "texts",
-        "tb", "key", "cont", "exc", "extra_msgs", "env", "fields", "repeated",
+        "tb", "key", "cont", "exc", "extra_msgs", "env", "fields", "repeated", "raw_cont",
     )
 
     def __init__(self) -> None:
@@ -46,6 +46,7 @@ class _Rec:
         self.extra_msgs: list[str] = []
         self.fields: dict[str, Any] | None = None
         self.repeated = 0
+        self.raw_cont = 0  # which raw lines may continue this record: 1 warning source, 2 nanobind, 3 after "…:"
 
 
 class LineParser:
@@ -199,6 +200,8 @@ class LineParser:
                 if cur is not None and cur.env and cur.key[0] == process and (
                     (self._prev_cr and cur.key == key)
                     or (cur.key[1] == level and cur.key[6] == src and (cur.tb or msg.startswith("Traceback")) and is_tb_continuation(msg))
+                    # a record printed without \r: indented lines, or the rest of a multi-line exception message
+                    or (cur.key == key and (msg[:1] in (" ", "\t") or (cur.tb and cur.exc and MESSAGES.match(msg) is None)))
                 ):
                     self._continue(cur, lineno, text, msg)
                     self._prev_cr = cr
@@ -219,6 +222,8 @@ class LineParser:
                 r.repeated = repeated
                 if msg.startswith("Traceback"):
                     r.tb = True
+                elif msg[-1:] == ":":
+                    r.raw_cont = 3
                 self._cur = r
                 self._prev_cr = cr
                 continue
@@ -232,6 +237,10 @@ class LineParser:
                     self._cur = r
                     self._prev_cr = False
                     continue
+            if cur is not None and cur.raw_cont and (process is None or cur.process == process) and self._raw_continues(cur, s):
+                self._continue(cur, lineno, text, s)
+                self._prev_cr = cr
+                continue
             if cur is not None and cur.tb and (process is None or cur.process == process) and is_tb_continuation(s):
                 self._continue(cur, lineno, text, s)
                 self._prev_cr = cr
@@ -267,6 +276,18 @@ class LineParser:
                     r.tb = True
                 elif s.startswith("Process ") and s.endswith(":"):
                     r.cont = True  # multiprocessing prints "Process X:" then the traceback
+                elif c0 == "[":
+                    mc = CPP_TS.match(s)
+                    if mc is not None:  # C++ (glog / c10) lines carry their own timestamp
+                        ts = self._ts(mc.group(2), mc.group(3), mc.group(4), mc.group(5), mc.group(6))
+                        if ts is not None:
+                            r.ts = ts
+                            r.ts_inherited = False
+                        r.level = _CPP_LEVEL.get(mc.group(1))
+                elif s.startswith("nanobind: "):
+                    r.raw_cont = 2
+                elif "Warning: " in s and PYWARN.search(s):
+                    r.raw_cont = 1
             if wrap_ts is not None and r.ts is None:
                 r.ts = _parse_iso(wrap_ts)
                 r.ts_inherited = False
@@ -311,6 +332,17 @@ class LineParser:
         self.last_ts = ts
         self._fkey = None
         return ts
+
+    def _raw_continues(self, cur: _Rec, s: str) -> bool:
+        k = cur.raw_cont
+        if k == 1:  # the warnings module prints the offending source line indented below the warning
+            return s[:2] == "  " and not s.startswith("  File ")
+        if k == 2:
+            return s.startswith((" - ", "nanobind: "))
+        # a message ending in ':' continued on raw lines (e.g. the default chat template)
+        if not s.strip() or s.startswith(("Traceback", "Process ")) or UVICORN.match(s) or RAW.match(s) is not None:
+            return False
+        return True
 
     def _continue(self, cur: _Rec, lineno: int, text: str, msg: str) -> None:
         cur.line_end = lineno
@@ -458,6 +490,10 @@ class LineParser:
         """First line number where an unknown template was seen."""
         return self._template_examples.get(key)
 
+
+CPP_TS = re.compile(r"^(?:\[rank\d+\]:)?\[([EWIF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.\d+ ")
+_CPP_LEVEL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL"}
+PYWARN = re.compile(r"\.py:\d+: \w*Warning: ")
 
 _FAST_DECODE = re.compile(
     r"INFO (\d\d-\d\d \d\d:\d\d:\d\d) \[?([\w./-]+:\d+)\] Decode step (\d+) for ([\w.:-]+?)\. "

@@ -77,17 +77,21 @@ class Registry:
         self._contains: list[LinePattern] = []
         self._ids: set[str] = set()
 
-    def add(self, p: LinePattern) -> LinePattern:
-        """Register a pattern (ids are unique and never reused)."""
+    def add(self, p: LinePattern, before: str | None = None) -> LinePattern:
+        """Register a pattern (ids are unique and never reused); ``before``: try it ahead of that pattern id."""
         if p.id in self._ids:
             raise ValueError(f"duplicate pattern id {p.id}")
         self._ids.add(p.id)
         self.patterns.append(p)
         if p.prefix is not None:
-            word = _first_word(p.prefix)
-            self._by_word.setdefault(word, []).append(p)
+            lst = self._by_word.setdefault(_first_word(p.prefix), [])
         else:
-            self._contains.append(p)
+            lst = self._contains
+        idx = next((i for i, q in enumerate(lst) if q.id == before), None) if before else None
+        if idx is None:
+            lst.append(p)
+        else:
+            lst.insert(idx, p)
         return p
 
     def match(self, msg: str) -> tuple[LinePattern, str | None, dict[str, Any]] | None:
