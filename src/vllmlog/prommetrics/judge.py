@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -42,13 +44,22 @@ class MetricCheck:
     """Markdown with the fixed headings *What it detects*, *Why it matters*, *How to fix*."""
     detect: Callable[[TargetReport, dict[str, float]], Iterator[dict[str, Any]]] = field(repr=False)
 
+    def section(self, heading: str) -> str:
+        """One section of the doc (``"What it detects"`` …) without its heading, like `rules.base.Rule.section`."""
+        parts = re.split(r"^## ", self.doc, flags=re.M)
+        for part in parts:
+            title, _, body = part.partition("\n")
+            if title.strip().lower() == heading.strip().lower():
+                return inspect.cleandoc(body).strip()
+        return ""
+
 
 CHECKS: dict[str, MetricCheck] = {}
 
 
 def _check(code: str, slug: str, category: str, severity: str) -> Callable:
     def deco(fn: Callable[[TargetReport, dict[str, float]], Iterator[dict[str, Any]]]) -> Callable:
-        CHECKS[code] = MetricCheck(code, slug, category, severity, (fn.__doc__ or "").strip(), fn)
+        CHECKS[code] = MetricCheck(code, slug, category, severity, inspect.cleandoc(fn.__doc__ or ""), fn)
         return fn
     return deco
 
