@@ -319,7 +319,7 @@ def context_warnings(v: ServerView, before_line: int, ts: datetime | None, limit
 STARTUP_FAIL = ("engine_start_failed", "process_crashed", "engine_start_timeout")
 
 
-def startup_failure_lines(v: ServerView, after_line: int, limit: int = 3) -> list[Evidence]:
+def startup_failure_lines(v: ServerView, after_line: int, limit: int = 4) -> list[Evidence]:
     """The 'engine failed to start' lines that follow a start-up root cause."""
     out: list[Evidence] = []
     for e in v.events:
@@ -328,8 +328,9 @@ def startup_failure_lines(v: ServerView, after_line: int, limit: int = 3) -> lis
         if e.kind in STARTUP_FAIL or e.fields.get("exc_kind") == "engine_start_failed":
             if e.kind == "engine_start_failed" and e.level == "ERROR":
                 out.append(first(e))
-            x = ev(e, "initialization failed", "failed to start")
-            out.append(x)
+            out.append(ev(e, "initialization failed", "failed to start"))
+            if e.line != e.line_end and e.fields.get("exc_message"):
+                out.append(ev(e))
             if len(out) >= limit:
                 break
     return out
@@ -361,6 +362,7 @@ def aftermath(v: ServerView, root: Event, window_s: float = 120.0) -> Aftermath:
     ctx: list[Evidence] = []
     failed: list[Event] = []
     e500: list[Event] = []
+    tail: list[Evidence] = []
     last = t0
     for e in v.events:
         if e.line < root.line - 12 or e is root:
@@ -368,8 +370,14 @@ def aftermath(v: ServerView, root: Event, window_s: float = 120.0) -> Aftermath:
         if t0 is not None and e.ts is not None and (e.ts - t0).total_seconds() > window_s:
             break
         if e.line < root.line:
-            if e.kind == "log" and _AFTER.search(e.text) and e.process == root.process:
+            head = e.text.split("\n", 1)[0]
+            if e.process == root.process and (e.kind == "engine_dump" or (e.kind == "log" and _AFTER.search(head))) \
+                    and "scheduler output" not in head:
                 ctx.append(first(e))
+            continue
+        if e.kind in ("server_shutdown", "server_stopped"):
+            if e.kind == "server_stopped" or "Shutting down" in e.text:
+                tail.append(first(e))
             continue
         if v.in_shutdown(e.line) and e.kind not in ("request_failed", "http_access", "engine_dead"):
             continue
@@ -381,7 +389,7 @@ def aftermath(v: ServerView, root: Event, window_s: float = 120.0) -> Aftermath:
             key.append(first(e))
             if e.line != e.line_end:
                 key.append(ev(e, "EngineDeadError", "Background loop", "dead"))
-        elif e.kind == "engine_core_died" or (e.kind == "log" and _AFTER.search(e.text)):
+        elif e.kind in ("engine_core_died", "worker_exiting", "oom_killed") or (e.kind == "log" and _AFTER.search(e.text)):
             ctx.append(first(e))
         elif e.kind == "request_failed" and e.fields.get("reason") == "engine_dead":
             failed.append(e)
@@ -391,5 +399,5 @@ def aftermath(v: ServerView, root: Event, window_s: float = 120.0) -> Aftermath:
             continue
         if e.ts is not None:
             last = e.ts
-    evid = key[:4] + ctx[:3] + [first(e) for e in failed[:2]] + [first(e) for e in e500[:3]]
+    evid = key[:4] + ctx[:3] + [first(e) for e in failed[:2]] + [first(e) for e in e500[:3]] + tail[:2]
     return Aftermath(evid, len(failed), len(e500), last)

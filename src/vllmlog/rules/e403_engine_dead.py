@@ -80,7 +80,7 @@ class EngineDead(Rule):
             key = "illegal memory access" if "illegal memory access" in pri.text else ""
             yield self.finding(
                 f"Engine died while serving: {what}{detail}" + ("; " + ", ".join(damage) if damage else "") + ".",
-                evidence=u.dedupe(evid), first_seen=root.ts, last_seen=am.last_ts or root.ts, count=len(fails),
+                evidence=u.dedupe(evid, limit=16), first_seen=root.ts, last_seen=am.last_ts or root.ts, count=len(fails),
                 file=v.file, process=pri.process or root.process, server=v.index,
                 root_cause=("A CUDA illegal memory access in the engine (a kernel bug or corrupted input); CUDA reports it "
                             "asynchronously, so the failing call may not be the culprit." if key else

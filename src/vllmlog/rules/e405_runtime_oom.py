@@ -41,7 +41,7 @@ class RuntimeCudaOom(Rule):
                 "CUDA out of memory while serving" + (f" (tried to allocate {alloc:.2f} GiB" + (f", {free:.2f} GiB free)" if free is not None else ")") if alloc else "")
                 + ("; the engine died" if died else "") + (f"; {am.failed_requests} requests failed" if am.failed_requests else "") + ".",
                 severity=Severity.CRITICAL if died else Severity.ERROR,
-                evidence=u.dedupe([u.ev(e, "out of memory", "OutOfMemoryError")] + am.evidence), first_seen=e.ts,
+                evidence=u.dedupe([u.ev(e, "out of memory", "OutOfMemoryError")] + am.evidence, limit=16), first_seen=e.ts,
                 last_seen=am.last_ts or e.ts, count=len(ooms), file=v.file, process=e.process, server=v.index,
                 root_cause="A step needed more GPU memory than was left after the KV cache and weights "
                            "(activation peak of a large batch or long prompt, or another process on the GPU).",

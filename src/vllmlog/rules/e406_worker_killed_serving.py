@@ -44,7 +44,7 @@ class WorkerKilledServing(Rule):
                 f"(a SIGKILL, typically the OOM killer); the engine died"
                 + (f", {am.failed_requests} requests failed" if am.failed_requests else "")
                 + (f", {am.http_5xx} HTTP 5xx" if am.http_5xx else "") + ".",
-                evidence=u.dedupe([u.first(e)] + am.evidence), first_seen=e.ts, last_seen=am.last_ts or e.ts,
+                evidence=u.dedupe([u.first(e)] + am.evidence, limit=16), first_seen=e.ts, last_seen=am.last_ts or e.ts,
                 count=len(dead), file=v.file, process=e.process, server=v.index,
                 root_cause="The worker process was killed from outside while serving — its memory grew under load past "
                            "the host or container limit and the kernel OOM killer sent SIGKILL.",

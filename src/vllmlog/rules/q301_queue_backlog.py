@@ -70,9 +70,10 @@ class QueueBacklog(Rule):
                 dur = (last - first).total_seconds()
                 parts.append(f"Waiting stayed > 0 for {u.secs(dur)} (peak {peak_wait}, "
                              f"from {samples_all[0].waiting} to {samples_all[-1].waiting})")
-                if run_vals:
-                    pinned_at = max(run_vals)
-                    parts.append(f"Running pinned at {pinned_at}" + (f" = --max-num-seqs {int(cap)}" if cap and pinned_at >= cap else ""))
+                if run_vals and min(run_vals) == max(run_vals):
+                    parts.append(f"Running pinned at {run_vals[0]}" + (f" = --max-num-seqs {int(cap)}" if cap and run_vals[0] >= cap else ""))
+                elif run_vals:
+                    parts.append(f"Running {min(run_vals)}–{max(run_vals)}" + (f" (--max-num-seqs {int(cap)})" if cap else ""))
                 if kv:
                     parts.append(f"KV usage ≤ {u.pct(max(kv))}")
             if hb:

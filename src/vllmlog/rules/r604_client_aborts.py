@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator
 
 from ..run import Run
 from . import _util as u
 from .base import Finding, Rule, Severity
 from .registry import register
+
+#: Client-side timeout / disconnect messages that sometimes share the log (proxies, wrappers, pasted output).
+_CLIENT = re.compile(r"ECONNRESET|Broken pipe|ClientDisconnect|client (?:disconnected|timeout)|read timed? ?out|\\(after \\d+ ?ms\\)", re.I)
 
 
 @register
@@ -53,13 +57,17 @@ class ClientAborts(Rule):
                 if j is not None and j.arrival_ts and e.ts:
                     ages.append((e.ts - j.arrival_ts).total_seconds())
             age_txt = ""
+            ages = [a for a in ages if a > 0.5]
             if ages:
                 ages.sort()
                 age_txt = f"; aborted {ages[len(ages) // 2]:.0f} s (median) after arrival"
+            t0, t1 = evs[0].ts, evs[-1].ts
+            client = [e for e in v.events if e.kind in ("unparsed", "log") and _CLIENT.search(e.text) and e.ts and t0 and t1
+                      and -5 <= (e.ts - t0).total_seconds() and (e.ts - t1).total_seconds() <= 60]
             yield self.finding(
                 f"{n} of {total} requests ({share:.0%}) aborted by the client{age_txt}.", severity=sev,
                 title=self.title if sev >= Severity.WARNING else "Client aborts (normal level)",
-                evidence=u.dedupe([u.first(e) for e in evs[:5]]), first_seen=evs[0].ts, last_seen=evs[-1].ts, count=n,
+                evidence=u.dedupe([u.first(e) for e in evs[:5]] + [u.first(e) for e in client[:2]]), first_seen=evs[0].ts, last_seen=evs[-1].ts, count=n,
                 file=v.file, process=evs[0].process, server=v.index,
                 root_cause="Clients disconnect before the answer is complete — typically a client or proxy timeout shorter "
                            "than the time the request needs (long prompt, long output, queueing).",
