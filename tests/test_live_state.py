@@ -10,7 +10,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from vllmlog.live.exporter import LiveCollector, make_registry
-from vllmlog.live.follow import FileFollower
+from vllmlog.live.follow import FileFollower, Segment
 from vllmlog.live.state import INTER_TOKEN_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Histogram, LiveState
 from vllmlog.run import load
 
@@ -122,11 +122,17 @@ def test_error_categories_and_bounded_memory(tmp_path: Path) -> None:
 def test_ended_journeys_are_released_after_linger_not_at_end(tmp_path: Path) -> None:
     f = FileFollower(str(ABORTS))
     st = LiveState(str(ABORTS), year=2026, linger_s=1.0)
-    while segs := f.poll():
-        st.feed(segs)
+    lines = [ln for seg in f.poll() for ln in seg.lines]
+    # up to (not including) the graceful shutdown, which closes every journey
+    stop = next(n for n, t in lines if "Application shutdown complete" in t)
+    st.feed([Segment(0, lines[: stop - 1])])
     st.flush()
     assert not st.requests  # ended journeys linger (late lines may still fold in)
     st.release_ended(now=0.0)  # first sighting
     assert not st.requests
     st.release_ended(now=2.0)
-    assert st.requests[("/models/tiny", "aborted")] == 25  # before the end of input
+    assert st.requests == {("/models/tiny", "aborted"): 25}  # before the end of input
+    st.feed([Segment(0, lines[stop - 1 :])])
+    st.flush()
+    assert st.requests == {("/models/tiny", "aborted"): 25, ("/models/tiny", "success"): 55}
+    assert st.inflight == 0

@@ -212,6 +212,7 @@ class LiveState:
         self.events += len(events)
         self.pipe.feed(events)
         model = self.model
+        stopped = False
         for e in events:
             k = e.kind
             if e.ts is not None and (self.last_log_ts is None or e.ts > self.last_log_ts):
@@ -225,6 +226,12 @@ class LiveState:
                 cat = "other"
             if cat is not None:
                 self.errors[(model, cat)] += 1
+            elif k == "server_stopped" or e.pattern == "uvicorn.shutdown_complete":
+                stopped = True
+        if stopped:
+            # the API server finished shutting down: nothing is in flight any more; close every journey as
+            # analyze does at the end of the file (a graceful shutdown makes them estimated successes)
+            self.pipe.journeys.finish()
         if len(self.pipe.servers) != self._server_count:
             self._server_count = len(self.pipe.servers)
             self.stats.clear()  # a restart: the old engine's gauges are no longer current
