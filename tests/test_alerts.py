@@ -69,7 +69,9 @@ SCENARIOS: dict[str, dict] = {
     "ttft": {"ttft": (10.0, 3.0)},
     "tpot": {"tpot": (10.0, 0.6), "itl": (10.0, 0.6)},
     "aborts_label": {"request_success": {"stop": 5.0, "abort": 5.0}, "http_requests": {"2xx": 5.0}},
-    "aborts_http": {"request_success": {"stop": 5.0}, "http_requests": {"2xx": 10.0}},
+    "aborts_http": {"request_success": {"stop": 5.0}, "http_requests": {"2xx": 10.0}},  # 0.32: aborts uncounted
+    "aborts_counted": {"request_success": {"stop": 5.0, "abort": 5.0}, "http_requests": {"2xx": 10.0}},
+    "few_errors": {"http_requests": {"2xx": 0.1, "5xx": 0.1}},  # 50 % errors but 1 in 10 min: no page
     "http_5xx": {"http_requests": {"2xx": 10.0, "5xx": 5.0}},
     "http_4xx": {"http_requests": {"2xx": 10.0, "4xx": 10.0}},
     "engine_errors": {"request_success": {"stop": 5.0, "error": 5.0}},
@@ -234,6 +236,15 @@ def test_promtool_unit_tests_fire_on_version_series(version: str, tmp_path: Path
                       "alert_rule_test": [{"eval_time": at, "alertname": alert,
                                            "exp_alerts": [_exp(rules[alert], model, http)]}]})
         covered.add(alert)
+    if "VllmClientAbortsHigh" in rules:  # releases that do count aborts in request_success fire too
+        tests.append({"interval": "1m", "input_series": input_series(fixture, SCENARIOS["aborts_counted"]),
+                      "alert_rule_test": [{"eval_time": "15m", "alertname": "VllmClientAbortsHigh",
+                                           "exp_alerts": [_exp(rules["VllmClientAbortsHigh"], model,
+                                                               expected["VllmClientAbortsHigh"][2])]}]})
+    if "VllmHttpErrorsHigh" in rules:
+        extra = [("http_requests_total", {"handler": GEN_HANDLER, "method": "POST", "status": "5xx"}, f"0+0.1x{STEPS}")]
+        tests.append({"interval": "1m", "input_series": input_series(fixture, SCENARIOS["few_errors"], extra),
+                      "alert_rule_test": [{"eval_time": "20m", "alertname": "VllmHttpErrorsHigh", "exp_alerts": []}]})
     assert covered == set(rules), set(rules) - covered
     (tmp_path / "tests.yml").write_text(to_yaml({"rule_files": ["rules.yml"], "evaluation_interval": "1m",
                                                  "tests": tests}) + "\n")

@@ -15,6 +15,14 @@ HTTP_GROUP_BY = "job, instance"
 GENERATION_HANDLERS = "/v1/completions|/v1/chat/completions|/v1/responses"
 ABORT = 'finished_reason="abort"'
 ERROR = 'finished_reason="error"'
+NOT_ABORT = 'finished_reason!="abort"'
+#: Ratio alerts also need this many events in the window, so two requests at night do not page anyone.
+MIN_EVENTS = 3
+
+
+def _seconds(window: str) -> int:
+    """'5m' → 300."""
+    return int(window[:-1]) * {"s": 1, "m": 60, "h": 3600}[window[-1]]
 
 
 @dataclass(slots=True)
@@ -167,11 +175,12 @@ def build_rules(version: Version, opts: AlertOptions | None = None) -> list[Aler
     http = names["http_requests"]
     if http and succ:
         started = f'sum by ({HTTP_GROUP_BY}) (rate({http[0]}{{handler=~"{GENERATION_HANDLERS}",status="2xx"}}[{w}]))'
-        finished = f"sum by ({HTTP_GROUP_BY}) ({_vec(succ, fn='rate', window=w)})"
+        # aborted = started − finished without abort: right whether or not the release counts aborts
+        finished = f"sum by ({HTTP_GROUP_BY}) ({_vec(succ, NOT_ABORT, 'rate', w)})"
         rules.append(AlertRule(
             "VllmClientAbortsHigh", "M109",
             f"clamp_min({started} - on ({HTTP_GROUP_BY}) {finished}, 0) / on ({HTTP_GROUP_BY}) {started}"
-            f" > {o.abort_ratio:g}",
+            f" > {o.abort_ratio:g} and on ({HTTP_GROUP_BY}) {started} * {_seconds(w)} >= {MIN_EVENTS}",
             "10m", "warning", "Clients abandon requests on {{ $labels.instance }}",
             "{{ $value | humanizePercentage }} of started responses never finish (client disconnects or "
             "timeouts; recent vLLM does not count them in request_success{finished_reason=\"abort\"})."))
@@ -179,7 +188,8 @@ def build_rules(version: Version, opts: AlertOptions | None = None) -> list[Aler
         rules.append(AlertRule(
             "VllmClientAbortsHigh", "M109",
             f'sum by ({g}) ({_vec(succ, ABORT, "rate", w)})'
-            f" / on ({g}) sum by ({g}) ({_vec(succ, fn='rate', window=w)}) > {o.abort_ratio:g}",
+            f" / on ({g}) sum by ({g}) ({_vec(succ, fn='rate', window=w)}) > {o.abort_ratio:g}"
+            f' and on ({g}) sum by ({g}) ({_vec(succ, ABORT, "increase", w)}) >= {MIN_EVENTS}',
             "10m", "warning", "Clients abort requests on {{ $labels.instance }}",
             "{{ $value | humanizePercentage }} of finished requests were aborted."))
     if http:
@@ -187,19 +197,22 @@ def build_rules(version: Version, opts: AlertOptions | None = None) -> list[Aler
         rules.append(AlertRule(
             "VllmHttpErrorsHigh", "M110",
             f'sum by ({HTTP_GROUP_BY}) (rate({http[0]}{{status="5xx"}}[{w}])) / on ({HTTP_GROUP_BY}) {total}'
-            f" > {o.error_ratio:g}", "5m", "critical", "vLLM on {{ $labels.instance }} fails requests (5xx)",
+            f" > {o.error_ratio:g}"
+            f' and on ({HTTP_GROUP_BY}) sum by ({HTTP_GROUP_BY}) (increase({http[0]}{{status="5xx"}}[{w}])) >= {MIN_EVENTS}', "5m", "critical", "vLLM on {{ $labels.instance }} fails requests (5xx)",
             "{{ $value | humanizePercentage }} of HTTP requests end in 5xx."))
         rules.append(AlertRule(
             "VllmBadRequestsHigh", "M110",
             f'sum by ({HTTP_GROUP_BY}) (rate({http[0]}{{status="4xx"}}[{w}])) / on ({HTTP_GROUP_BY}) {total}'
-            f" > {o.bad_request_ratio:g}", "10m", "warning", "Many rejected requests (4xx) on {{ $labels.instance }}",
+            f" > {o.bad_request_ratio:g}"
+            f' and on ({HTTP_GROUP_BY}) sum by ({HTTP_GROUP_BY}) (increase({http[0]}{{status="4xx"}}[{w}])) >= {MIN_EVENTS}', "10m", "warning", "Many rejected requests (4xx) on {{ $labels.instance }}",
             "{{ $value | humanizePercentage }} of HTTP requests are rejected (prompt over --max-model-len, bad "
             "parameters, unknown model)."))
     if succ and version >= (0, 13, 0):
         rules.append(AlertRule(
             "VllmEngineRequestErrors", "M110",
             f'sum by ({g}) ({_vec(succ, ERROR, "rate", w)})'
-            f" / on ({g}) sum by ({g}) ({_vec(succ, fn='rate', window=w)}) > {o.error_ratio:g}",
+            f" / on ({g}) sum by ({g}) ({_vec(succ, fn='rate', window=w)}) > {o.error_ratio:g}"
+            f' and on ({g}) sum by ({g}) ({_vec(succ, ERROR, "increase", w)}) >= {MIN_EVENTS}',
             "5m", "critical", "Requests finish with errors on {{ $labels.instance }}",
             "{{ $value | humanizePercentage }} of finished requests ended with finished_reason=error."))
     if o.gpu_exporter == "dcgm":
