@@ -51,6 +51,12 @@ def to_seconds(s: str) -> float | None:
     return None if v is None else v * mult
 
 
+def to_bool(s: str) -> bool | None:
+    """'True' → True, 'False' → False."""
+    s = s.strip()
+    return True if s == "True" else False if s == "False" else None
+
+
 def to_str(s: str) -> str:
     """Identity (stripped)."""
     return s.strip()
@@ -62,6 +68,7 @@ CONVERTERS: dict[str, Callable[[str], Any]] = {
     "ratio": to_ratio,
     "seconds": to_seconds,
     "str": to_str,
+    "bool": to_bool,
 }
 
 # name: (type, unit, meaning)
@@ -112,7 +119,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "streaming": ("str", "", "`delta` / `complete` for streamed responses, null otherwise"),
     "finish_reason": ("str", "", "stop, length, abort, error, …"),
     "error": ("str", "", "error text"),
-    "mode": ("str", "", "preemption mode (RECOMPUTE / SWAP)"),
+    "mode": ("str", "", "mode named in the message: preemption mode (RECOMPUTE / SWAP), shutdown mode (abort / drain)"),
     "cumulative_preemptions": ("int", "preemptions", "total_num_cumulative_preemption in a V0 warning"),
     "limit": ("int", "tokens", "token limit named in the message"),
     # --- http ---
@@ -170,10 +177,34 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "advice": ("str", "", "advice text printed with a warning"),
     "architectures": ("str", "", "model architectures"),
     "config": ("str", "", "config class named in a validation error"),
-    "signal": ("str", "", "signal implied by an exit code (-9 SIGKILL, -6 SIGABRT)"),
+    "signal": ("str", "", "signal named in the message, or implied by an exit code (-9 SIGKILL, -6 SIGABRT)"),
     "exc_chain": ("str", "", "chained exceptions of a traceback, innermost first"),
     "ran_s": ("seconds", "s", "how long the NCCL work ran before the watchdog fired"),
     "args": ("str", "", "server arguments as a dict"),
+    # --- engine config / server args lifted from `Initializing … with config:` and `non-default args` ---
+    "tensor_parallel_size": ("int", "", "--tensor-parallel-size"),
+    "pipeline_parallel_size": ("int", "", "--pipeline-parallel-size"),
+    "data_parallel_size": ("int", "", "--data-parallel-size"),
+    "dtype": ("str", "", "model dtype"),
+    "quantization": ("str", "", "quantization method"),
+    "enforce_eager": ("bool", "", "--enforce-eager (no CUDA graphs)"),
+    "enable_prefix_caching": ("bool", "", "automatic prefix caching on"),
+    "enable_chunked_prefill": ("bool", "", "chunked prefill on"),
+    "kv_cache_dtype": ("str", "", "KV-cache dtype"),
+    "device_config": ("str", "", "device"),
+    "trust_remote_code": ("bool", "", "--trust-remote-code"),
+    "served_model_name": ("str", "", "--served-model-name"),
+    "max_num_seqs": ("int", "requests", "--max-num-seqs (max running requests)"),
+    "swap_space": ("float", "GiB", "--swap-space (V0 CPU swap)"),
+    "block_size": ("int", "tokens", "KV-cache block size"),
+    "max_logprobs": ("int", "", "--max-logprobs"),
+    "num_gpu_blocks_override": ("int", "blocks", "--num-gpu-blocks-override"),
+    "disable_log_requests": ("bool", "", "--disable-log-requests"),
+    "enable_log_requests": ("bool", "", "--enable-log-requests"),
+    "speculative_config": ("str", "", "speculative decoding config"),
+    "distributed_executor_backend": ("str", "", "mp / ray / uni"),
+    "api_server_count": ("int", "", "--api-server-count"),
+    "host": ("str", "", "listen host"),
     # --- run-time / lifecycle (runtime.py) ---
     "component": ("str", "", "component named in a `[shutdown]` step (API server, MPClient, EngineCore, Executor, …)"),
     "action": ("str", "", "what happened: shutdown step text, dump type, compile/warm-up stage"),

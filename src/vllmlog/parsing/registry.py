@@ -39,6 +39,8 @@ class LinePattern:
     """What the line means (shown by ``vllmlog kinds``)."""
     source: str = ""
     """Who prints it: handbook, v0, v1, uvicorn, torch, …"""
+    dynamic_fields: bool = False
+    """True when ``post`` adds one field per ``Label: value`` pair it finds (names not fixed in advance)."""
     compiled: re.Pattern[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
