@@ -74,8 +74,8 @@ def _before(cause: Finding, f: Finding) -> bool:
 
 
 def _open(path: str):
-    return gzip.open(path, "rt", encoding="utf-8", errors="replace") if path.endswith(".gz") else \
-        open(path, encoding="utf-8", errors="replace")
+    # binary: lines end at \n only (vLLM tracebacks contain stray \r that text mode would split on)
+    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
 def _resolve(findings: list[Finding]) -> None:
@@ -102,7 +102,7 @@ def _resolve(findings: list[Finding]) -> None:
             with _open(path) as fh:
                 for i, raw in enumerate(fh, 1):
                     if i in lines or lo <= i <= hi:
-                        texts[(path, i)] = raw.rstrip("\r\n")
+                        texts[(path, i)] = raw.decode("utf-8", "replace").rstrip("\r\n")
                     if i >= top:
                         break
         except OSError as exc:

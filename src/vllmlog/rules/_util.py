@@ -401,3 +401,18 @@ def aftermath(v: ServerView, root: Event, window_s: float = 120.0) -> Aftermath:
             last = e.ts
     evid = key[:4] + ctx[:3] + [first(e) for e in failed[:2]] + [first(e) for e in e500[:3]] + tail[:2]
     return Aftermath(evid, len(failed), len(e500), last)
+
+
+def distinct_requests(events: Iterable[Event]) -> int:
+    """Distinct requests named by events; V1's engine id (``<api id>-<8 hex>``) counts with its API id."""
+    ids: set[str] = set()
+    for e in events:
+        for rid in (e.fields.get("request_ids") or [e.request_id or f"@{e.file}:{e.line}"]):
+            ids.add(str(rid))
+    n = 0
+    for i in ids:
+        m = re.match(r"^(.+)-[0-9a-f]{8}$", i)
+        if m and m.group(1) in ids:
+            continue
+        n += 1
+    return n

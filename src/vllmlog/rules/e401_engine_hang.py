@@ -89,7 +89,8 @@ class EngineHang(Rule):
                 if near:
                     parts.append(f"{len(near)} hang timeout line(s) ({near[0].kind})")
                 if aborts:
-                    parts.append(f"{len(aborts)} client aborts during the stall")
+                    n_ab = u.distinct_requests(aborts)
+                    parts.append(f"{n_ab} client aborts during the stall")
                 parts.append(f"stalled ~{u.secs(dur)}" + (", then resumed" if recovered else ", not recovered by end of log"))
                 yield self.finding(
                     "Engine made no progress: " + ", ".join(parts) + ".", severity=sev, evidence=u.dedupe(evid),

@@ -41,12 +41,7 @@ class ClientAborts(Rule):
                                                and "disconnect" in str(e.fields.get("reason") or "").lower()))]
             if not evs:
                 continue
-            ids: set[str] = set()
-            for e in evs:
-                for rid in (e.fields.get("request_ids") or [e.request_id or f"@{e.line}"]):
-                    ids.add(u.rid_base(str(rid)))
-            # V1 logs an engine id (api id + '-hex') and the api id: count each request once
-            n = len({i for i in ids if not any(i != j and i.startswith(j) for j in ids)}) if len(ids) < 2000 else len(ids)
+            n = u.distinct_requests(evs)
             total = max(u.request_count(run, v.file), n, 1)
             share = n / total
             sev = self.severity if n >= int(options["min_count"]) and share >= float(options["min_fraction"]) else Severity.INFO

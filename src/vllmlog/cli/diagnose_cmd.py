@@ -1,0 +1,192 @@
+"""`vllmlog diagnose`, `rules`, `rule CODE`, `timeline`: findings with evidence, the rule catalogue, the
+incident story. Exit codes of `diagnose`: 0 nothing at or above --fail-on, 1 something is, 2 usage/input."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import orjson
+import typer
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from ..errors import ConfigError
+from ._app import app
+from .common import JsonOpt, OptInt, OptStr, PathsArg, PathsT, YearOpt, progress_bar, stdout_console
+
+ConfigOpt = typer.Option(None, "--config", "-c", help="TOML file with thresholds ([thresholds], [rules.CODE]).")
+_STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _load(logs: list[str], year: Optional[int]):
+    from ..run import load
+
+    with progress_bar(logs) as prog:
+        return load(logs, year=year, progress=prog)
+
+
+def _dump(obj: object) -> None:
+    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+
+
+@app.command("diagnose")
+def diagnose_cmd(
+    logs: PathsT = PathsArg,
+    json_out: bool = JsonOpt,
+    fail_on: str = typer.Option("warning", "--fail-on", help="Exit 1 when a finding is at or above this severity "
+                                "(critical, error, warning, info); 'never' always exits 0."),
+    config: OptStr = ConfigOpt,
+    year: OptInt = YearOpt,
+    min_severity: str = typer.Option("info", "--min-severity", help="Hide findings below this severity (human output)."),
+) -> None:
+    """Diagnose vLLM logs: what broke, the lines that show it, the root cause and the flag that fixes it."""
+    from ..diagnose import at_or_above, diagnose, summarize
+    from ..rules import Severity, load_config
+
+    try:
+        threshold = None if fail_on.lower() == "never" else Severity.parse(fail_on)
+        floor = Severity.parse(min_severity)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    cfg = load_config(config)
+    run = _load(logs, year)
+    findings = diagnose(run, cfg)
+    if json_out:
+        _dump({"findings": [f.to_dict() for f in findings], "summary": summarize(findings, run)})
+    else:
+        _render(findings, summarize(findings, run), floor)
+    if threshold is not None and at_or_above(findings, threshold):
+        raise typer.Exit(1)
+
+
+def _render(findings, summary, floor) -> None:
+    con = stdout_console()
+    files = summary.get("files") or []
+    verdict = summary["verdict"]
+    style = {"down": "bold red", "failing": "red", "degraded": "yellow", "healthy": "green"}[verdict]
+    counts = ", ".join(f"{n} {k}" for k, n in summary["by_severity"].items() if n)
+    con.print(Text.assemble(("verdict: ", "bold"), (verdict, style),
+                            f"  ({counts or 'no findings'}; {len(files)} file{'s' if len(files) != 1 else ''})"))
+    shown = [f for f in findings if f.severity >= floor]
+    if not shown:
+        con.print("[green]No problems found.[/]" if not findings else f"[green]Nothing at or above {floor.label}.[/]")
+        return
+    multi = len(files) > 1
+    for f in shown:
+        sev = f.severity.label
+        con.print()
+        head = Text.assemble((f" {sev.upper()} ", _STYLE[sev]), " ", (f.code, "bold"), f" {f.category}  ", (f.title, "bold"))
+        con.print(head)
+        where = []
+        if multi and f.file:
+            where.append(f.file)
+        if f.process:
+            where.append(f.process)
+        if f.first_seen:
+            span = f.first_seen.strftime("%m-%d %H:%M:%S")
+            if f.last_seen and f.last_seen != f.first_seen:
+                span += f" → {f.last_seen.strftime('%H:%M:%S')}"
+            where.append(span)
+        if f.count > 1:
+            where.append(f"×{f.count}")
+        if where:
+            con.print(f"  [dim]{escape(' · '.join(where))}[/]")
+        con.print(f"  {escape(f.message)}")
+        for e in f.evidence[:8]:
+            loc = f"{e.file if multi else ''}:{e.line}" if multi else f"{e.line:>6}"
+            txt = e.text.strip()
+            con.print(f"  [dim]{escape(loc)}[/] {escape(txt[:160] + ('…' if len(txt) > 160 else ''))}", soft_wrap=False,
+                      overflow="ellipsis", no_wrap=True)
+        if len(f.evidence) > 8:
+            con.print(f"  [dim]… {len(f.evidence) - 8} more evidence lines (--json)[/]")
+        if f.root_cause:
+            con.print(f"  [bold]cause:[/] {escape(f.root_cause)}")
+        if f.remediation:
+            con.print(f"  [bold]fix:[/] {escape(f.remediation)}")
+
+
+@app.command("rules")
+def rules_cmd(json_out: bool = JsonOpt) -> None:
+    """List the diagnosis rules: code, slug, category, default severity, thresholds."""
+    from ..rules import all_rules
+
+    rules = all_rules()
+    if json_out:
+        _dump([{"code": r.code, "slug": r.slug, "category": r.category, "severity": r.severity.label, "title": r.title,
+                "options": r.options, "default_on": r.default_on, "what": r.section("What it detects")} for r in rules])
+        return
+    t = Table(show_edge=False)
+    for c in ("code", "slug", "category", "severity"):
+        t.add_column(c, no_wrap=True)
+    t.add_column("title", no_wrap=True, overflow="ellipsis")
+    for r in rules:
+        t.add_row(r.code, r.slug, r.category, r.severity.label, r.title)
+    stdout_console().print(t)
+
+
+@app.command("rule")
+def rule_cmd(code: str = typer.Argument(..., help="Rule code (K202) or slug (kv-cache-pressure)."), json_out: bool = JsonOpt) -> None:
+    """Explain one rule: what it detects, why it matters, how to fix, its thresholds."""
+    from ..rules import get_rule
+
+    r = get_rule(code)
+    if json_out:
+        _dump({"code": r.code, "slug": r.slug, "category": r.category, "severity": r.severity.label, "title": r.title,
+               "options": r.options, "doc": r.doc()})
+        return
+    con = stdout_console()
+    con.print(Text.assemble((r.code, "bold"), f"  {r.slug}  ", (r.category, "cyan"), f"  default severity {r.severity.label}"))
+    con.print(Text(r.title, style="bold"))
+    con.print()
+    con.print(escape(r.doc()))
+    if r.options:
+        con.print()
+        con.print("[bold]Options[/] " + escape(f"(set in --config under [rules.{r.code}]):"))
+        for k, v in r.options.items():
+            con.print(f"  {k} = {v!r}")
+
+
+@app.command("timeline")
+def timeline_cmd(
+    logs: PathsT = PathsArg,
+    around: OptStr = typer.Option(None, "--around", help="Centre on this time (HH:MM:SS, 'MM-DD HH:MM:SS' or ISO)."),
+    finding: OptStr = typer.Option(None, "--finding", help="Centre on the first occurrence of this finding (code or category)."),
+    window: str = typer.Option("10m", "--window", help="Width of the window around --around/--finding (90s, 10m, 1h)."),
+    json_out: bool = JsonOpt,
+    config: OptStr = ConfigOpt,
+    year: OptInt = YearOpt,
+    all_entries: bool = typer.Option(False, "--all", help="Also show info-level entries (lifecycle details, metric notes)."),
+) -> None:
+    """The incident story: lifecycle, warnings/errors, metric turning points and findings, in order."""
+    from ..diagnose import diagnose
+    from ..rules import load_config
+    from ..timeline import around_finding, build_timeline, parse_window
+
+    cfg = load_config(config)
+    win = parse_window(window)
+    run = _load(logs, year)
+    findings = diagnose(run, cfg)
+    centre = around
+    if finding:
+        centre = around_finding(findings, finding)
+    entries = build_timeline(run, findings, around=centre, window=win if centre is not None else None)
+    if json_out:
+        _dump({"entries": [e.to_dict() for e in entries], "around": str(centre) if centre else None,
+               "window_s": win.total_seconds() if centre is not None else None})
+        return
+    con = stdout_console()
+    multi = len(run.files) > 1
+    if not entries:
+        con.print("[dim]No timeline entries in this window.[/]")
+    for e in entries:
+        if not all_entries and e.kind == "warning" and e.severity == "info":
+            continue
+        ts = e.ts.strftime("%m-%d %H:%M:%S") if e.ts else "--"
+        style = {"finding": "bold", "error": "red", "warning": "yellow", "metric": "cyan", "lifecycle": "green"}.get(e.kind, "")
+        if e.kind == "finding":
+            style = _STYLE.get(e.severity or "info", "bold")
+        loc = (f"{e.file}:" if multi else "") + str(e.line)
+        con.print(Text.assemble((ts, "dim"), " ", (f"{e.kind:<9}", style), " ", e.text[:220], (f"  [{loc}]", "dim")),
+                  overflow="ellipsis", no_wrap=True)

@@ -1,0 +1,262 @@
+"""The incident timeline: lifecycle events, warnings and errors, metric turning points and findings in
+one chronological story — the handbook's log → metric → symptom chain.
+
+``build_timeline(run, findings)`` returns ``TimelineEntry`` objects (the HTML report and
+``vllmlog timeline`` render them). Repeated lines (aborts, 4xx/5xx, preemptions) are collapsed into one
+entry with a count; stats series contribute only their turning points (KV 70 % → 99 %, Waiting 0 → 200,
+throughput collapse, a gap in the stats lines)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Iterable, Sequence
+
+from .errors import ConfigError
+from .model import Event
+from .rules import _util as u
+from .rules.base import Finding
+
+#: Lifecycle kinds and how the timeline words them.
+_LIFE = {
+    "server_version": "server starting", "server_banner": "server starting", "engine_config": "engine config",
+    "model_loading": "loading model", "model_loaded": "model loaded", "kv_cache_size": "KV cache sized",
+    "kv_cache_blocks": "KV cache sized", "engine_initialized": "engine initialised", "server_ready": "ready",
+    "server_shutdown": "shutting down", "server_stopped": "server stopped", "engine_shutdown": "engine stopping",
+}
+#: Failure kinds shown whatever their log level.
+_FAIL = {
+    "cuda_oom", "kv_cache_no_memory", "kv_cache_insufficient", "insufficient_free_memory", "engine_fatal",
+    "engine_start_failed", "engine_dead", "engine_core_died", "worker_died", "worker_exception", "cuda_error",
+    "engine_iteration_timeout", "shm_broadcast_timeout", "rpc_timeout", "engine_start_timeout", "nccl_timeout",
+    "nccl_error", "model_load_error", "max_model_len_too_large", "port_in_use", "config_error", "oom_killed",
+    "process_crashed", "block_allocation_failed", "queue_wait_exceeded",
+}
+#: Kinds collapsed into one entry per burst.
+_BURST = {"request_aborted", "request_failed", "http_access", "preemption", "stream_error", "context_length_exceeded",
+          "request_preprocess_error", "bad_request_params", "request_exception", "slow_generation", "request_rejected"}
+_NOISE = {"python_warning", "nanobind_leak", "resource_leak", "shutdown_step", "log", "unparsed", "torch_log", "cpp_log",
+          "environment_notice", "compile", "nccl_debug", "progress"}
+_DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$")
+
+
+@dataclass
+class TimelineEntry:
+    """One moment of the incident story."""
+
+    ts: datetime | None
+    kind: str
+    """``lifecycle``, ``error``, ``warning``, ``metric`` or ``finding``."""
+    text: str
+    """What happened, in words (with the numbers)."""
+    file: str = ""
+    line: int = 0
+    process: str | None = None
+    severity: str | None = None
+    count: int = 1
+    code: str | None = None
+    """Finding code (``finding`` entries)."""
+    raw: str = ""
+    """The log line itself, when the entry comes from one."""
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON shape."""
+        return {
+            "ts": self.ts.isoformat() if self.ts else None, "kind": self.kind, "text": self.text, "file": self.file,
+            "line": self.line, "process": self.process, "severity": self.severity, "count": self.count,
+            "code": self.code, "raw": self.raw, "data": self.data,
+        }
+
+
+def parse_window(value: str | timedelta | None, default: timedelta = timedelta(minutes=10)) -> timedelta:
+    """``"10m"``, ``"90s"``, ``"1h"`` → timedelta; raises ConfigError."""
+    if value is None:
+        return default
+    if isinstance(value, timedelta):
+        return value
+    m = _DUR.match(str(value))
+    if not m:
+        raise ConfigError(f"invalid window {value!r}", hint="use e.g. 90s, 10m or 1h")
+    n = float(m[1])
+    unit = (m[2] or "s")[0]
+    return timedelta(seconds=n * {"s": 1, "m": 60, "h": 3600}[unit])
+
+
+def parse_around(value: str | datetime | None, run: Any) -> datetime | None:
+    """``"03:41:30"``, ``"11-30 03:41:30"`` or ISO time → datetime (date taken from the run)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    s = str(value).strip()
+    base = run.start_ts or datetime.now()
+    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%m-%d %H:%M:%S", "%H:%M:%S", "%H:%M"):
+        try:
+            t = datetime.strptime(s, fmt)
+        except ValueError:
+            continue
+        if fmt.startswith("%H"):
+            return base.replace(hour=t.hour, minute=t.minute, second=t.second, microsecond=0)
+        if fmt.startswith("%m"):
+            return t.replace(year=base.year)
+        return t
+    raise ConfigError(f"invalid time {value!r}", hint="use HH:MM:SS, 'MM-DD HH:MM:SS' or an ISO timestamp")
+
+
+def _head(e: Event) -> str:
+    return e.text.split("\n", 1)[0]
+
+
+def _describe(e: Event) -> str:
+    f = e.fields
+    if e.kind == "http_access":
+        return f"HTTP {f.get('http_status')} on {f.get('method', '')} {f.get('path', '')}".strip()
+    if e.kind in ("server_ready",):
+        return "server ready (application startup complete)"
+    if e.kind == "kv_cache_size" and f.get("kv_cache_tokens"):
+        return f"KV cache: {u.ints(u.num(f.get('kv_cache_tokens')))} tokens"
+    if e.kind == "kv_cache_blocks" and f.get("num_gpu_blocks"):
+        return f"KV cache: {u.ints(u.num(f.get('num_gpu_blocks')))} GPU blocks"
+    xt, xm = f.get("exc_type"), f.get("exc_message")
+    label = _LIFE.get(e.kind, e.kind.replace("_", " "))
+    if xm:
+        return f"{label}: {str(xt or '').rsplit('.', 1)[-1]}{': ' if xt else ''}{str(xm)[:140]}"
+    if e.kind in ("server_version", "server_banner"):
+        ver = f.get("version")
+        mdl = f.get("model")
+        return "server starting" + (f" (vLLM {ver}" if ver else "") + (f", model {mdl}" if mdl else "") + (")" if ver else "")
+    msg = re.sub(r"^\S+\.py:\d+\]\s*", "", e.message)
+    if msg.startswith("(") or re.match(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b", msg):
+        msg = re.sub(r"^\([^)]*\)\s*", "", msg)
+        msg = re.sub(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+(?:\d\d-\d\d \d\d:\d\d:\d\d\s+)?(?:\[[^\]]*\]\s*)?", "", msg)
+    return f"{label}: {msg[:160]}" if e.kind not in _LIFE else f"{label} — {msg[:140]}"
+
+
+def _events(run: Any) -> list[TimelineEntry]:
+    out: list[TimelineEntry] = []
+    burst: dict[tuple[str, str, Any], TimelineEntry] = {}
+    for v in u.servers(run):
+        if v.index > 0:
+            out.append(TimelineEntry(v.srv.start_ts, "lifecycle", f"server restarted (run {v.index + 1} in this file)",
+                                     v.file, v.srv.first_line, severity="warning"))
+        seen_life: set[str] = set()
+        for e in v.events:
+            k = e.kind
+            if k in _LIFE:
+                label = _LIFE[k]
+                if label in seen_life and k not in ("server_ready",):
+                    continue
+                seen_life.add(label)
+                out.append(TimelineEntry(e.ts, "lifecycle", _describe(e), e.file, e.line, e.process, raw=_head(e)))
+                continue
+            if k in _BURST:
+                if k == "http_access" and (e.fields.get("http_status") or 0) < 400:
+                    continue
+                key = (e.file, k if k != "http_access" else f"http{e.fields.get('http_status')}", e.fields.get("reason"))
+                cur = burst.get(key)
+                if cur is not None and cur.ts and e.ts and (e.ts - cur.data["last"]).total_seconds() <= 60:
+                    cur.count += 1
+                    cur.data["last"] = e.ts
+                    continue
+                sev = "error" if k in ("request_failed", "stream_error") or (e.fields.get("http_status") or 0) >= 500 else "warning"
+                ent = TimelineEntry(e.ts, "error" if sev == "error" else "warning", _describe(e), e.file, e.line,
+                                    e.process, severity=sev, raw=_head(e), data={"last": e.ts})
+                burst[key] = ent
+                out.append(ent)
+                continue
+            if k in _FAIL or (e.level in ("ERROR", "CRITICAL") and k not in _NOISE) or \
+                    (e.level == "WARNING" and k not in _NOISE and k != "engine_stats"):
+                sev = "error" if (e.level in ("ERROR", "CRITICAL") or k in _FAIL) else "warning"
+                if v.in_shutdown(e.line) and k not in ("worker_died", "engine_core_died"):
+                    sev = "info"
+                out.append(TimelineEntry(e.ts, "error" if sev == "error" else "warning", _describe(e), e.file, e.line,
+                                         e.process, severity=sev, raw=_head(e)))
+    for ent in out:
+        last = ent.data.pop("last", None)
+        if ent.count > 1 and last is not None and ent.ts is not None:
+            ent.text += f" ×{ent.count} (until {last:%H:%M:%S})"
+    return out
+
+
+def _metrics(run: Any) -> list[TimelineEntry]:
+    out: list[TimelineEntry] = []
+    for v in u.servers(run):
+        for samples in v.by_engine().values():
+            interval = u.interval_s(samples)
+            prev = None
+            kv_level = 0
+            waiting_on = False
+            peak_wait = 0
+            for s in samples:
+                kv = s.kv_cache_usage
+                if kv is not None:
+                    level = 3 if kv >= 0.95 else 2 if kv >= 0.80 else 1 if kv >= 0.70 else 0
+                    if level > kv_level:
+                        frm = f"{u.pct(prev.kv_cache_usage)} → " if prev is not None and prev.kv_cache_usage is not None else ""
+                        out.append(TimelineEntry(s.ts, "metric", f"KV-cache usage {frm}{u.pct(kv)}", s.file, s.line, s.process,
+                                                 severity="warning" if level >= 2 else "info"))
+                    elif level == 0 and kv_level >= 2:
+                        out.append(TimelineEntry(s.ts, "metric", f"KV-cache usage back to {u.pct(kv)}", s.file, s.line,
+                                                 s.process, severity="info"))
+                    kv_level = level
+                w = s.waiting or 0
+                if w > 0 and not waiting_on:
+                    out.append(TimelineEntry(s.ts, "metric", f"requests start queueing: Waiting 0 → {w} (Running {s.running})",
+                                             s.file, s.line, s.process, severity="info"))
+                    waiting_on, peak_wait = True, w
+                elif w > 0 and w >= 2 * peak_wait and w - peak_wait >= 10:
+                    out.append(TimelineEntry(s.ts, "metric", f"queue grows: Waiting {peak_wait} → {w} (Running {s.running})",
+                                             s.file, s.line, s.process, severity="warning"))
+                    peak_wait = w
+                elif w == 0 and waiting_on:
+                    out.append(TimelineEntry(s.ts, "metric", "queue drained: Waiting → 0", s.file, s.line, s.process,
+                                             severity="info"))
+                    waiting_on, peak_wait = False, 0
+                if prev is not None:
+                    g0, g1 = prev.generation_throughput or 0, s.generation_throughput or 0
+                    if (s.running or 0) > 0 and g0 >= 10 and g1 <= 0.2 * g0:
+                        out.append(TimelineEntry(s.ts, "metric", f"throughput collapse: generation {g0:.1f} → {g1:.1f} "
+                                                 f"tokens/s with Running {s.running}", s.file, s.line, s.process,
+                                                 severity="warning"))
+                    if prev.ts and s.ts and (s.ts - prev.ts).total_seconds() > max(3 * interval, interval + 20) \
+                            and (prev.running or 0) > 0:
+                        out.append(TimelineEntry(prev.ts, "metric", f"no stats line for {u.secs((s.ts - prev.ts).total_seconds())} "
+                                                 f"(Running {prev.running} before the gap)", prev.file, prev.line,
+                                                 prev.process, severity="warning"))
+                    if prev.running is not None and s.running is not None and prev.running >= 8 \
+                            and s.running <= 0.75 * prev.running and (s.waiting or 0) > 0:
+                        out.append(TimelineEntry(s.ts, "metric", f"Running drops {prev.running} → {s.running} while "
+                                                 f"{s.waiting} wait", s.file, s.line, s.process, severity="warning"))
+                prev = s
+    return out
+
+
+def build_timeline(run: Any, findings: Sequence[Finding] | None = None, around: datetime | str | None = None,
+                   window: timedelta | str | None = None, *, limit: int = 2000) -> list[TimelineEntry]:
+    """The incident story of ``run``: chronological entries, optionally only ``window`` around a time."""
+    entries = _events(run) + _metrics(run)
+    for f in findings or []:
+        if f.first_seen is None and not f.evidence:
+            continue
+        ev0 = f.evidence[0] if f.evidence else None
+        entries.append(TimelineEntry(f.first_seen, "finding", f"{f.code} {f.title}: {f.message}", f.file or "",
+                                     ev0.line if ev0 else 0, f.process, severity=f.severity.label, count=f.count,
+                                     code=f.code, data={"category": f.category}))
+    centre = parse_around(around, run)
+    if centre is not None:
+        half = parse_window(window) / 2 if window is not None else timedelta(minutes=5)
+        entries = [e for e in entries if e.ts is not None and centre - half <= e.ts <= centre + half]
+    entries.sort(key=lambda e: (e.ts or datetime.min, e.file, e.line, e.kind != "finding"))
+    if len(entries) > limit:
+        keep = [e for e in entries if e.kind in ("finding", "lifecycle") or e.severity in ("error", "critical")]
+        rest = [e for e in entries if e not in keep][: max(0, limit - len(keep))]
+        entries = sorted(keep + rest, key=lambda e: (e.ts or datetime.min, e.file, e.line))
+    return entries
+
+
+def around_finding(findings: Iterable[Finding], code: str) -> datetime | None:
+    """First-seen time of the first finding with ``code`` (or category); raises ConfigError when absent."""
+    for f in findings:
+        if f.code.upper() == code.upper() or f.category == code or f.rule == code:
+            return f.first_seen
+    raise ConfigError(f"no finding {code!r} in this log", hint="`vllmlog diagnose LOG` lists the findings")
