@@ -63,8 +63,8 @@ def watch_cmd(
         notifiers.append(AlertmanagerNotifier(alertmanager, resend_s=cfg.resend_s))
     if webhook:
         notifiers.append(WebhookNotifier(webhook, token_env=webhook_token_env, hmac_env=webhook_hmac_env))
-    evaluate = default_evaluator()
     engine = AlertEngine(cfg)
+    evaluate = default_evaluator(cfg.rules_config(), known_codes=lambda: set(engine.alerts))
     watcher = Watcher(source, state, engine=engine, notifiers=notifiers, evaluate=evaluate, instance=inst,
                       poll_interval=poll_interval)
     where = "off"

@@ -98,6 +98,16 @@ class AlertConfig:
     max_inflight: int = 10_000
     """Cap on tracked in-flight requests."""
     codes: dict[str, CodeConfig] = field(default_factory=dict)
+    rules: dict[str, Any] = field(default_factory=dict)
+    """``[thresholds]`` / ``[rules]`` tables of the same file, for ``diagnose`` (``rules_config()``)."""
+
+    def rules_config(self) -> Any:
+        """The diagnosis config of this file (thresholds, enabled/disabled rules), or None."""
+        if not self.rules:
+            return None
+        from ..rules.config import config_from_dict
+
+        return config_from_dict(self.rules)
 
     def for_code(self, code: str) -> tuple[float, float, bool, str | None]:
         """(for, clear_for, enabled, severity override) of a code."""
@@ -126,10 +136,14 @@ class AlertConfig:
     def from_dict(cls, data: Mapping[str, Any], where: str = "config") -> AlertConfig:
         """Build from the parsed TOML mapping (unknown keys are errors: typos should not pass)."""
         cfg = cls()
-        known_top = {"alerts", "watch"}
+        known_top = {"alerts", "watch", "thresholds", "rules"}
         for k in data:
             if k not in known_top:
-                raise ConfigError(f"{where}: unknown section [{k}]", hint="sections: [alerts], [alerts.codes.CODE], [watch]")
+                raise ConfigError(f"{where}: unknown section [{k}]",
+                                  hint="sections: [alerts], [alerts.codes.CODE], [watch], [thresholds], [rules]")
+        cfg.rules = {k: data[k] for k in ("thresholds", "rules") if k in data}
+        if cfg.rules:
+            cfg.rules_config()  # validate now: a typo should fail at start, not at the first pass
         a = dict(data.get("alerts", {}))
         codes = a.pop("codes", {})
         for k, v in a.items():

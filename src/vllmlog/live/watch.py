@@ -29,15 +29,35 @@ Evaluator = Callable[[Run], Sequence[dict[str, Any]]]
 _URGENT_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
 
 
-def default_evaluator() -> Evaluator | None:
-    """``vllmlog.diagnose.diagnose`` as an evaluator, or None while the rules are not installed."""
+def default_evaluator(
+    config: Any = None, known_codes: Callable[[], set[str]] | None = None,
+) -> Evaluator | None:
+    """``vllmlog.diagnose.diagnose`` as an evaluator, or None while the rules are not installed.
+
+    Evidence texts the Run does not keep are looked up in the file only for findings whose code is
+    not alerting yet (``known_codes``): re-reading a large, growing log every pass would cost more
+    than everything else ``watch`` does.
+    """
     try:
-        from ..diagnose import diagnose  # type: ignore[attr-defined]
+        from .. import diagnose as dg
     except ImportError:
         return None
+    resolve = getattr(dg, "_resolve", None)  # evidence lookup; no public name for it (yet)
 
     def evaluate(run: Run) -> list[dict[str, Any]]:
-        return [f.to_dict() if hasattr(f, "to_dict") else dict(f) for f in diagnose(run)]
+        try:
+            fs = dg.diagnose(run, config, fill_text=False)
+        except TypeError:  # an older diagnose without fill_text
+            fs = dg.diagnose(run, config)
+        if resolve is not None and known_codes is not None and run.files and run.files[0] != "-":
+            known = known_codes()
+            new = [f for f in fs if f.code not in known]
+            if new:
+                try:
+                    resolve(new)
+                except Exception:  # noqa: BLE001  (evidence text is a nicety)
+                    log.debug("evidence lookup failed", exc_info=True)
+        return [f.to_dict() if hasattr(f, "to_dict") else dict(f) for f in fs]
 
     return evaluate
 
