@@ -1,0 +1,77 @@
+"""`vllm serve … 2>&1 | vllmlog watch -`: the stream path, through the CLI and through the library."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from vllmlog.diagnose import diagnose
+from vllmlog.live.alerts import AlertConfig, AlertEngine
+from vllmlog.live.exporter import LiveCollector, make_registry
+from vllmlog.live.follow import StreamFollower
+from vllmlog.live.notify import StreamNotifier
+from vllmlog.live.state import LiveState
+from vllmlog.live.watch import Watcher, default_evaluator
+from vllmlog.run import load
+
+from .conftest import CORPUS
+
+CASES = [
+    CORPUS / "vllm-cpu-faults" / "P1-engine-dead-kill9.log",
+    CORPUS / "vllm-cpu" / "06e-startup-fail-port-in-use.log",
+    CORPUS / "vllm-cpu" / "02-overload-queueing.log",
+]
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_cli_stdin_alerts_match_diagnose(path: Path) -> None:
+    expected = {f.code for f in diagnose(load(str(path)))}
+    r = subprocess.run(
+        [sys.executable, "-m", "vllmlog", "watch", "-", "--listen", "off", "--exit-at-eof", "--instance", "x"],
+        input=path.read_bytes(), capture_output=True, timeout=60,
+    )
+    assert r.returncode == 0, r.stderr.decode()
+    fired = {json.loads(x)["alert"]["code"] for x in r.stdout.decode().splitlines() if '"firing"' in x}
+    assert fired == expected
+
+
+def test_library_stream_watcher_counts_and_alerts() -> None:
+    src = CASES[0]
+    data = src.read_bytes()
+    rfd, wfd = os.pipe()
+
+    def writer() -> None:  # the server writes in bursts
+        for i in range(0, len(data), 8191):
+            os.write(wfd, data[i : i + 8191])
+            time.sleep(0.001)
+        os.close(wfd)
+
+    import io
+
+    buf = io.StringIO()
+    state = LiveState("-", year=2026)
+    engine = AlertEngine(AlertConfig())
+    w = Watcher(StreamFollower(rfd), state, engine=engine, notifiers=[StreamNotifier(buf)],
+                evaluate=default_evaluator(), instance="lib", poll_interval=0.05)
+    th = threading.Thread(target=writer)
+    th.start()
+    w.run(threading.Event(), exit_at_eof=True)
+    th.join()
+    os.close(rfd)
+    n = data.count(b"\n")
+    assert state.lines_counted == n == w.health.lines_read
+    run = load(str(src), year=2026)
+    from collections import Counter
+
+    assert Counter({s: c for (_, s), c in state.requests.items()}) == Counter(j.status for j in run.journeys)
+    assert [json.loads(x)["alert"]["code"] for x in buf.getvalue().splitlines()] == ["E403"]
+    text = __import__("prometheus_client").generate_latest(make_registry(LiveCollector(state, instance="lib", alerts=engine))).decode()
+    assert 'vllmlog_findings_active{code="E403",instance="lib",severity="critical"} 1.0' in text
+    assert 'vllmlog_requests_total{instance="lib",model="/models/tiny",status="error"} 8.0' in text
