@@ -89,7 +89,8 @@ def test_not_exposition_is_input_error() -> None:
 
 def test_version_from_log(tmp_path: Path) -> None:
     log = tmp_path / "v.log"
-    log.write_text("INFO 03-25 10:15:23 llm_engine.py:237] Initializing an LLM engine (v0.6.3) with config: …\n")
+    log.write_text("INFO 03-25 10:15:22 utils.py:1] Python version 3.11.7\n"
+                   "INFO 03-25 10:15:23 llm_engine.py:237] Initializing an LLM engine (v0.6.3) with config: …\n")
     assert version_from_log(str(log)) == (0, 6, 3)
 
 

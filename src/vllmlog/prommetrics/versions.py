@@ -99,7 +99,7 @@ def version_from_log(path: str, max_bytes: int = 8 << 20) -> Version | None:
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from exc
     for line in head.splitlines():
-        if "ersion" in line or "LLM engine (v" in line:
+        if "LLM engine (v" in line or ("ersion" in line and ("vLLM" in line or "vllm" in line)):
             m = _LOG_VERSION.search(line)
             if m:
                 return parse_version(m.group("v"))
