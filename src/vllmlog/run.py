@@ -179,8 +179,10 @@ class Pipeline:
                         self._keep(e)
                 continue
             if k not in HIGH_VOLUME:
-                if k == "log" and e.text.find("[shutdown] API server: shutdown triggered") >= 0:
-                    self.journeys.shutdown(e)  # V1 0.2x+ graceful shutdown (no parser kind for it yet)
+                if (k == "shutdown_step" and e.fields.get("action") == "shutdown triggered") or (
+                    k == "log" and e.text.find("[shutdown] API server: shutdown triggered") >= 0
+                ):
+                    self.journeys.shutdown(e)  # V1 0.23+ graceful shutdown (parser kind `shutdown_step`)
                 self._keep(e)
 
     def _keep(self, e: Event) -> None:
