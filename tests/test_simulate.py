@@ -27,7 +27,7 @@ ACCESS = re.compile(r'^INFO:     127\.0\.0\.1:\d+ - "POST /v1/(chat/)?completion
 TORCH_CPP = re.compile(r"^\[rank\d+\]:\[[EWI]\d{4} \d\d:\d\d:\d\d\.\d{9} ")
 TQDM = re.compile(r"(\d+%\|| Completed \|)")
 RAW_TRACEBACK = re.compile(
-    r"^(Traceback \(most recent call last\):|  File \"|    |\w[\w.]*(Error|Exception)\b.*|Process \w+-\d+:|"
+    r"^(Traceback \(most recent call last\):|  File \"|    |\w[\w.]*(Error|Exception)\b.*|Process \w+(-\d+)?:|"
     r"Exception in callback |handle: <Handle |vllm\.\S+Error: )"
 )
 DURATION = 40.0
@@ -301,17 +301,31 @@ def test_v1_request_ids_and_engine_suffix() -> None:
     assert all(r["engine_request_id"] in text for r in truth["requests"] if r["status"] == "aborted")
 
 
-def test_multiline_records_repeat_the_prefix() -> None:
-    text = run("engine-crash", "v1")[0]
+def _record_after(text: str, first: str) -> list[str]:
+    """The physical lines of the multi-line record whose first message is `first`."""
     lines = text.split("\n")
-    i = next(k for k, ln in enumerate(lines) if ln.endswith("EngineCore encountered a fatal error.\r"))
-    prefix = lines[i][: lines[i].index("EngineCore encountered")]
+    i = next(k for k, ln in enumerate(lines) if ln.endswith(first + "\r"))
+    prefix = lines[i][: lines[i].index(first)]
     j = i
     while lines[j].endswith("\r"):
         assert lines[j].startswith(prefix)
         j += 1
-    assert lines[j].startswith(prefix) and "OutOfMemoryError: CUDA out of memory. Tried to allocate" in lines[j]
-    assert j - i > 5
+    assert lines[j].startswith(prefix)
+    return lines[i: j + 1]
+
+
+def test_multiline_records_repeat_the_prefix() -> None:
+    from vllmlog.simulate import Fault
+
+    rec = _record_after(run("engine-crash", "v1")[0], "EngineCore encountered a fatal error.")
+    assert len(rec) > 5 and "an illegal memory access was encountered" in "".join(rec)
+    assert rec[-1].endswith("', please check the stack trace above for the root cause")
+    cfg = build_config("healthy", fmt="v1", seed=1, duration_s=20, faults=[Fault("engine_death", 10, "cuda_oom")])
+    buf = io.StringIO()
+    rep = simulate(cfg, buf)
+    rec = _record_after(buf.getvalue(), "EngineCore encountered a fatal error.")
+    assert "OutOfMemoryError: CUDA out of memory. Tried to allocate" in rec[-1]
+    assert [i["category"] for i in rep.truth["incidents"]] == ["runtime_oom"]
 
 
 @pytest.mark.parametrize("fmt", ["v1", "v1-0.10"])

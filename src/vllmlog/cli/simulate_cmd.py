@@ -27,19 +27,24 @@ def parse_duration(text: str) -> float:
     return value * {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
 
 
+_CAUSES = ("cuda_oom", "illegal_memory_access")
+
+
 def parse_fault(text: str) -> object:
-    """`KIND[@SECONDS]` (seconds after the server is ready) → a Fault."""
+    """`KIND[:CAUSE][@TIME]` (time after the server is ready, default 60s) → a Fault."""
     from ..simulate import FAULT_KINDS, Fault
 
-    kind, _, at = text.partition("@")
+    head, _, at = text.partition("@")
+    kind, _, cause = head.partition(":")
     kind = kind.strip().replace("-", "_")
+    cause = cause.strip().replace("-", "_")
     if kind not in FAULT_KINDS:
         raise ConfigError(f"unknown fault {kind!r}", hint="choose one of: " + ", ".join(FAULT_KINDS))
-    at_s = parse_duration(at) if at else 60.0
-    cause = ""
     if kind == "engine_death":
-        cause = "cuda_oom"
-    return Fault(kind, at_s=at_s, cause=cause)
+        cause = cause or "cuda_oom"
+        if cause not in _CAUSES:
+            raise ConfigError(f"unknown engine_death cause {cause!r}", hint="choose one of: " + ", ".join(_CAUSES))
+    return Fault(kind, at_s=parse_duration(at) if at else 60.0, cause=cause)
 
 
 def _list_scenarios() -> None:
@@ -69,7 +74,7 @@ def simulate_cmd(
     rate: Optional[float] = typer.Option(None, "--rate", help="Override the base arrival rate (requests/s)."),
     requests: Optional[int] = typer.Option(None, "--requests", help="Stop arrivals after this many requests."),
     lines: Optional[int] = typer.Option(None, "--lines", help="Stop arrivals once about this many lines are written."),
-    fault: Optional[List[str]] = typer.Option(None, "--fault", help="Inject a fault KIND[@TIME] (repeatable): stuck_request, engine_death, nccl_hang, startup_oom, kv_too_small."),
+    fault: Optional[List[str]] = typer.Option(None, "--fault", help="Inject a fault KIND[:CAUSE][@TIME] (repeatable): stuck_request, engine_death[:cuda_oom|illegal_memory_access], nccl_hang, startup_oom, kv_too_small."),
     log_outputs: bool = typer.Option(False, "--log-outputs", help="v1 only: --enable-log-outputs lines (Generated response, per-token deltas for streamed chat)."),
     follow: bool = typer.Option(False, "--follow", help="Write lines in real time, paced by their simulated timestamps."),
     speed: float = typer.Option(1.0, "--speed", help="With --follow: simulated seconds per real second."),

@@ -67,7 +67,7 @@ def _kv_too_small(c: SimConfig) -> None:
 
 def _engine_crash(c: SimConfig) -> None:
     c.workload.rate = 2.0
-    c.faults = [Fault("engine_death", at_s=0.5 * c.duration_s, cause="cuda_oom")]
+    c.faults = [Fault("engine_death", at_s=0.5 * c.duration_s, cause="illegal_memory_access")]
 
 
 def _nccl_hang(c: SimConfig) -> None:
@@ -106,7 +106,7 @@ SCENARIOS: dict[str, Scenario] = {
                  60, _startup_oom),
         Scenario("kv-too-small", "kv_cache_capacity_error", "max_model_len needs more KV cache than is available; "
                  "the engine refuses to start", 60, _kv_too_small),
-        Scenario("engine-crash", "engine_dead", "CUDA OOM mid-run kills the engine; in-flight requests fail",
+        Scenario("engine-crash", "engine_dead", "a CUDA illegal memory access kills the engine mid-run; in-flight requests fail, 500s",
                  300, _engine_crash),
         Scenario("nccl-hang", "distributed_nccl", "TP=2: a collective hangs; shm-broadcast warnings, then the NCCL "
                  "watchdog kills the workers", 300, _nccl_hang),

@@ -301,8 +301,13 @@ class Engine:
             if self.pending_death is not None:  # the fault strikes inside a step that has work
                 f = self.pending_death
                 self.pending_death = None
-                self._die(t1, f.cause or "cuda_oom", "engine_dead",
-                          "the engine core died mid-run (" + (f.cause or "cuda_oom") + "); in-flight requests failed")
+                cause = f.cause or "cuda_oom"
+                if cause == "cuda_oom":
+                    self._die(t1, cause, "runtime_oom",
+                              "CUDA out of memory during a step killed the engine; in-flight requests failed")
+                else:
+                    self._die(t1, cause, "engine_dead",
+                              f"the engine core died mid-run ({cause.replace('_', ' ')}); in-flight requests failed")
                 break
             advance(t1)
             if self.dead or self.hung:

@@ -307,9 +307,29 @@ class V1Writer(LogWriter):
                 "ValueError: " + self.kv_too_small_message(e.max_model_len, e.kv_needed_gib(), e.kv_cache_gib, est),
             ]
         self.rec(t, "core", "ERROR", "core.py:1510", ["EngineCore failed to start."] + frames)
-        t2 = t + 2.8
+        t1 = t + 2.6
+        self.worker_gone(t1)
+        # the EngineCore child process then dies with the same exception, printed raw by multiprocessing
+        self.raw(t1, "\n".join([
+            "Process EngineCore:",
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap',
+            "    self.run()",
+            '  File "/usr/lib/python3.12/multiprocessing/process.py", line 108, in run',
+            "    self._target(*self._args, **self._kwargs)",
+            f'  File "{PY}/vllm/v1/engine/core.py", line 1514, in run_engine_core',
+            "    raise e",
+        ] + frames[1:]))
+        t2 = t1 + 0.2
         self.raw(t2, "\n".join(self.api_init_failure()))
         return t, t2
+
+    def worker_gone(self, t: float) -> None:
+        """0.26+: the executor notices its worker is gone while the engine core shuts down."""
+        self.line(t, "core", "ERROR", "multiproc_executor.py:315",
+                  "Worker proc VllmWorker-0 died unexpectedly (exit code: None), shutting down executor.")
+        self.line(t, "core", "INFO", "multiproc_executor.py:479",
+                  "[shutdown] Executor: waiting for worker exit count=1")
 
     def kv_too_small_message(self, max_len: int, need: float, avail: float, est: int) -> str:
         """The V1 KV-capacity error (0.22+: "model's", `format_gib` rounding, docs link)."""
@@ -805,6 +825,12 @@ class V1EarlyWriter(V1Writer):
         self.raw(t2, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
                      f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]")
         return t2
+
+    def worker_gone(self, t: float) -> None:
+        """0.8.5–0.25 wording; no [shutdown] lines before 0.23."""
+        if self.tp > 1:
+            self.line(t, "core", "ERROR", "multiproc_executor.py:140",
+                      "Worker proc VllmWorker-0 died unexpectedly, shutting down executor.")
 
     def compile_lines(self, t: float) -> float:
         """0.6.5–0.17 wording."""
