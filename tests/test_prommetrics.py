@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import os
 import json
 import math
 import threading
@@ -85,6 +86,8 @@ def test_not_exposition_is_input_error() -> None:
         parse_exposition("<html>hello</html>\n{", "x", 0.0)
     with pytest.raises(InputError):
         load_snapshot_files([str(DATA / "nope.prom")])
+    with pytest.raises(InputError, match="time order"):
+        load_snapshot_files(files("P2-metrics-8", "P2-metrics-5"))
 
 
 def test_version_from_log(tmp_path: Path) -> None:
@@ -294,3 +297,16 @@ def test_dcgm_target_gpu_memory(tmp_path: Path) -> None:
     reps = scrape_files([str(f)])
     assert [(x["code"], x["data"]["gpu"]) for x in reps[0].findings] == [("M114", "0")]
     assert reps[0].findings[0]["evidence"][0]["line"] == 3
+
+
+def test_scrape_text_view(capsys) -> None:
+    from rich.console import Console
+
+    from vllmlog.prommetrics.view import ScrapeView
+
+    reps = scrape_files(files("P2-metrics-5", "P2-metrics-6", "P2-metrics-7", "P2-metrics-8"))
+    con = Console(width=300, record=True, color_system=None, file=open(os.devnull, "w"))  # no wrapping
+    con.print(ScrapeView(reps))
+    text = con.export_text().replace(str(DATA), "<DATA>")
+    expected = (DATA / "expected-scrape-p2.txt").read_text()
+    assert text == expected

@@ -14,9 +14,6 @@ from rich.table import Table
 from ..errors import ConfigError, InputError
 from ._app import app
 
-SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
-
-
 def _write(text: str, output: Optional[Path]) -> None:
     if output is None or str(output) == "-":
         sys.stdout.write(text)
@@ -103,7 +100,9 @@ def scrape(
     if as_json:
         sys.stdout.write(json.dumps([r.to_dict() for r in reports], indent=2, default=str) + "\n")
     else:
-        _render(reports)
+        from ..prommetrics.view import ScrapeView
+
+        Console().print(ScrapeView(reports))
     worst = [f for r in reports for f in r.findings if severity_at_least(f["severity"], fail_on)]
     raise typer.Exit(1 if worst else 0)
 
@@ -135,46 +134,6 @@ def _when(text: str) -> float:
     except ValueError as exc:
         raise ConfigError(f"--until {text!r}: not an ISO time or epoch seconds") from exc
     return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
-
-
-def _fmt(v: float | None, unit: str = "", pct: bool = False) -> str:
-    if v is None:
-        return "–"
-    return f"{v:.1%}" if pct else f"{v:,.3g}{unit}" if abs(v) < 1000 else f"{v:,.0f}{unit}"
-
-
-def _render(reports: list) -> None:
-    con = Console()
-    for r in reports:
-        d = r.to_dict()
-        con.print(f"[bold]{d['target']}[/bold]  vLLM {d['vllm_version_guess']}  {d['samples']} samples over "
-                  f"{d['window_s']:.0f} s" + (f"  [red]{d['error']}[/red]" if d["error"] else ""))
-        if r.snapshots:
-            con.print(f"  running {_fmt(d['running'])}  waiting {_fmt(d['waiting'])}  "
-                      f"KV cache {_fmt(d['kv_cache_usage'], pct=True)}")
-            rt = d["rates"]
-            con.print(f"  requests/s {_fmt(rt['requests_per_s'])}  prompt tok/s {_fmt(rt['prompt_tokens_per_s'])}  "
-                      f"gen tok/s {_fmt(rt['generation_tokens_per_s'])}  preemptions/s {_fmt(rt['preemptions_per_s'])}"
-                      f"  aborts/s {_fmt(rt['aborts_per_s'])}  errors/s {_fmt(rt['errors_per_s'])}")
-            if d["quantiles"]:
-                t = Table(title="latency (s, bucket estimates)", title_justify="left", box=None, padding=(0, 2))
-                for c in ("", "p50", "p90", "p95", "p99", "mean", "count"):
-                    t.add_column(c, justify="right" if c else "left")
-                for k, q in d["quantiles"].items():
-                    t.add_row(k, *(f"≤{q['first_bucket_le']:g}" if c in q["in_first_bucket"] else _fmt(q.get(c))
-                                   for c in ("p50", "p90", "p95", "p99", "mean", "count")))
-                con.print(t)
-        for f in d["findings"]:
-            con.print(f"  [{SEVERITY_STYLE[f['severity']]}]{f['severity'].upper()}[/] {f['code']} {f['category']}: "
-                      f"{f['message']}")
-            ev = f["evidence"][0] if f["evidence"] else None
-            if ev:
-                where = f"{ev['file']}:{ev['line']}" if ev.get("line") else ev["file"]
-                con.print(f"      {where}  {ev['text']}", markup=False, highlight=False)
-        if not d["findings"]:
-            con.print("  [green]no findings[/green]")
-        for n in d["notes"]:
-            con.print(f"  [dim]note: {n}[/dim]")
 
 
 _VERSION_OPT = typer.Option(None, "--vllm-version", help="vLLM release whose metric names to use, e.g. 0.10.")

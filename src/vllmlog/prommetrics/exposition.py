@@ -129,6 +129,10 @@ def load_snapshot_files(paths: list[str | os.PathLike[str]], interval_s: float =
         snap.time_basis = "index"
         snaps.append(snap)
     _fill_times(snaps, [Path(p) for p in paths], interval_s)
+    for a, b in zip(snaps, snaps[1:]):
+        if b.time <= a.time:
+            raise InputError(f"snapshots are not in time order: {b.source} is not later than {a.source}",
+                             hint="pass --file options oldest first (their index CSV gives the times)")
     return snaps
 
 
