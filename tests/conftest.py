@@ -32,3 +32,17 @@ def require_tool(name: str) -> str:
             pytest.fail(f"{name} is not installed; .ci/run must install it")
         pytest.skip(f"{name} not installed")
     return path
+
+
+# --- golden files (tests/golden/NN_slug/{input.log, events.jsonl}) -----------------------------------
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite tests/golden/*/events.jsonl from the current parser (review the diff)")
+
+
+@pytest.fixture
+def update_golden(request) -> bool:
+    return bool(request.config.getoption("--update-golden"))

@@ -491,7 +491,8 @@ class LineParser:
         return self._template_examples.get(key)
 
 
-CPP_TS = re.compile(r"^(?:\[rank\d+\]:)?\[([EWIF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.\d+ ")
+# c10/glog: [W914 04:53:45.615225908 file.cpp:N] — the month is not zero-padded
+CPP_TS = re.compile(r"^(?:\[rank\d+\]:)?\[([EWIF])(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.\d+ ")
 _CPP_LEVEL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL"}
 PYWARN = re.compile(r"\.py:\d+: \w*Warning: ")
 

@@ -619,7 +619,7 @@ for _p in [
         kind="cpp_log",
         prefix=None,
         contains="] ",
-        regex=r"^(?:\[rank(?P<rank>\d+)\]:)?\[(?P<severity>[EWIF])\d{4} \d\d:\d\d:\d\d\.\d+ (?P<file>[\w.]+:\d+)\] (?P<_msg>.*)$",
+        regex=r"^(?:\[rank(?P<rank>\d+)\]:)?\[(?P<severity>[EWIF])\d{3,4} \d\d:\d\d:\d\d\.\d+ (?P<file>[\w.]+:\d+)\] (?P<_msg>.*)$",
         examples=["[W1130 03:38:42.715245156 utils.cpp:68] Warning: NUMA binding: Using MEMBIND policy for memory allocation on the NUMA nodes (0). (function init_cpu_memory_env)"],
         doc="A PyTorch/glog C++ line (`[W1130 03:38:42.715 file.cpp:N] …`); its own timestamp is used.",
         source="torch",
