@@ -339,6 +339,26 @@ class JourneyBuilder:
             return
         f = e.fields
         rid = e.request_id
+        if k == "decode_step" and rid is not None:
+            # fast path: most lines of a handbook log are decode steps of an open request
+            j = self.open.get(rid)
+            ts = e.ts
+            if j is not None and j.arrival_ts is not None and ts is not None and ts >= j.arrival_ts:
+                j.decode_steps += 1
+                step = f.get("step")
+                if step is not None and step > j.max_step:
+                    j.max_step = step
+                if j.first_token_ts is None:
+                    j.first_token_ts = ts
+                if j.last_token_ts is None or ts > j.last_token_ts:
+                    j.last_token_ts = ts
+                if e.line_end > j.last_line:
+                    j.last_line = e.line_end
+                if ts.microsecond:
+                    j.ts_resolution_s = 0.001
+                j.last_kind = k
+                self._last, self._last_kind = j, k
+                return
         if rid is None:
             ids = f.get("request_ids") if k == "request_aborted" else None
             if not ids:
