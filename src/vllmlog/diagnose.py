@@ -56,7 +56,7 @@ def _fold_consequences(found: list[tuple[Rule, Finding]]) -> None:
             continue
         causes = [c for r, c in order if c is not f and c.category in rule.consequence_of and c.file == f.file
                   and c.server == f.server and c.caused_by is None and int(c.severity) >= int(f.severity) - 1
-                  and _before(c, f)]
+                  and (c.category in rule.consequence_any_time or _before(c, f))]
         if not causes:
             continue
         c = causes[0]

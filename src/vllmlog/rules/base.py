@@ -152,6 +152,9 @@ class Rule:
     default_on: ClassVar[bool] = True
     consequence_of: ClassVar[tuple[str, ...]] = ()
     """Categories that, when found in the same server run, explain this rule's findings."""
+    consequence_any_time: ClassVar[tuple[str, ...]] = ()
+    """Of ``consequence_of``, the causes that may be *logged* after their symptom (an NCCL watchdog fires
+    minutes after the hang it explains)."""
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         """Yield findings for ``run`` (pure: no I/O, no printing)."""

@@ -32,6 +32,8 @@ class EngineHang(Rule):
 
     code, slug, category, severity = "E401", "engine-hang", "engine_hang", Severity.ERROR
     title = "Engine hang: requests running, no tokens produced"
+    consequence_of = ("distributed_nccl",)
+    consequence_any_time = ("distributed_nccl",)
     options: dict[str, Any] = {"gap_factor": 2.5, "critical_s": 300.0, "window_s": 180.0}
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:

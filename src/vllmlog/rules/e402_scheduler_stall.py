@@ -26,6 +26,8 @@ class SchedulerStall(Rule):
 
     code, slug, category, severity = "E402", "scheduler-stall", "engine_hang", Severity.ERROR
     title = "Queue stalled: waiting requests never admitted"
+    consequence_of = ("distributed_nccl",)
+    consequence_any_time = ("distributed_nccl",)
     options: dict[str, Any] = {"stall_s": 300.0}
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:

@@ -34,6 +34,7 @@ class KvCachePressure(Rule):
         caution, critical = float(options["kv_caution"]), float(options["kv_critical"])
         for v in u.servers(run):
             pre = [e for e in v.of("preemption") if not v.in_shutdown(e.line)]
+            alloc = [e for e in v.of("block_allocation_failed") if not v.in_shutdown(e.line)]
             episodes: list[tuple[list, bool]] = []
             for samples in v.by_engine().values():
                 for st in u.stretches(samples, lambda s: (s.kv_cache_usage or 0) >= caution):
@@ -60,6 +61,7 @@ class KvCachePressure(Rule):
             crit = [s for s in samples_all if (s.kv_cache_usage or 0) >= critical] or samples_all
             evid += [u.sample_ev(s) for s in u.pick(crit, interval, limit=6)]
             evid += [u.first(e) for e in pre[:10]]
+            evid += [u.first(e) for e in alloc[:3]]
             evid += [u.sample_ev(s) for s in u.pick(samples_all, interval, limit=6)]
             if hb:
                 evid.append(Evidence(hb[0].file, hb[0].first_line, ""))
@@ -76,6 +78,8 @@ class KvCachePressure(Rule):
                 parts.append(f"{len(pre)} preemption warnings" + (f" (cumulative {cum})" if cum else ""))
             if field_total:
                 parts.append(f"{field_total} preemptions in the stats lines")
+            if alloc:
+                parts.append(f"{len(alloc)} KV-block allocations failed")
             if silent_any and not pre and not field_total:
                 parts.append("Running fell while Waiting stayed > 0 at a full cache (silent V1 preemption)")
             if running and waiting:
@@ -96,7 +100,8 @@ class KvCachePressure(Rule):
             first_ev = min([s for s in samples_all], key=lambda s: s.line, default=None)
             yield self.finding(
                 "; ".join(parts) + ".",
-                severity=self.severity if (peak >= caution or preempting) else Severity.INFO,
+                severity=(Severity.ERROR if alloc and peak >= caution else
+                          self.severity if (peak >= caution or preempting) else Severity.INFO),
                 title=self.title if preempting else "KV cache near full",
                 evidence=u.dedupe(evid, limit=24), first_seen=first, last_seen=last,
                 count=max(len(pre), int(field_total), len(samples_all), 1), file=v.file,

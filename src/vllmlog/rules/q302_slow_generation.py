@@ -38,7 +38,7 @@ class SlowGeneration(Rule):
                 for s in samples:
                     if v.in_shutdown(s.line) or not s.running or s.generation_throughput is None:
                         continue
-                    if (s.prompt_throughput or 0) > 0 or s.generation_throughput <= 0:
+                    if s.generation_throughput <= 0:
                         continue
                     decode.append((s, s.generation_throughput / s.running))
             js = [j for j in run.journeys if j.file == v.file and j.server == v.index and getattr(j, "tpot_s", None)]
@@ -58,7 +58,7 @@ class SlowGeneration(Rule):
                 slow_s = [s for s, x in decode if x < target]
                 evid += [u.sample_ev(s) for s in u.pick(slow_s, None, limit=5)]
                 parts.append(f"per-request decode speed {median(speeds):.1f} tokens/s (median of {len(decode)} "
-                             f"decode-only stats intervals; target {target:.0f})")
+                             f"busy stats intervals, generation throughput / Running; target {target:.0f})")
                 times += [s.ts for s in slow_s if s.ts]
             if hb_slow or hb:
                 evid += [u.first(e) for e in hb[:4]]
