@@ -68,7 +68,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     (tmp / "rules.yml").write_text(render_prometheus(parse_version("0.32.0")))
     (tmp / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "global:\n  scrape_interval: 500ms\n  evaluation_interval: 500ms\n"
         f"rule_files:\n  - {tmp / 'rules.yml'}\n"
         "scrape_configs:\n  - job_name: vllm\n    static_configs:\n"
         f"      - targets: ['127.0.0.1:{srv.server_address[1]}']\n")
@@ -79,7 +79,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # until every snapshot has been scraped at least once
-            time.sleep(0.5)
+            time.sleep(0.25)
             if state["hits"] > len(bodies) + 1:
                 try:
                     r = httpx.get(base + "/api/v1/query", params={"query": "count(vllm:num_requests_running)"})
@@ -89,7 +89,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                     pass
         else:
             pytest.fail("prometheus did not scrape the snapshots in 30 s: " + (tmp / "prometheus.log").read_text()[-2000:])
-        time.sleep(1.5)
+        time.sleep(1.0)
         yield base
     finally:
         proc.terminate()
