@@ -135,7 +135,7 @@ def _selector(name: str, labels: dict[str, str]) -> str:
 
 def _exp(rule, model: str | None, http: bool) -> dict:
     labels = {"severity": rule["labels"]["severity"], "vllmlog_code": rule["labels"]["vllmlog_code"],
-              "job": JOB, "instance": INSTANCE}
+              "category": rule["labels"]["category"], "job": JOB, "instance": INSTANCE}
     if model and not http:
         labels["model_name"] = model
     return {"exp_labels": labels}
@@ -194,6 +194,9 @@ def test_every_expression_names_only_metrics_of_that_version(version: str) -> No
         assert names <= fixture, (rule.alert, names - fixture)
         assert rule.to_dict()["annotations"]["runbook"] == f"vllmlog rule {rule.code}"
         assert rule.to_dict()["labels"]["severity"] in ("critical", "warning")
+        from vllmlog.rules.base import CATEGORIES
+
+        assert rule.to_dict()["labels"]["category"] in CATEGORIES
         assert rule.for_
 
 
@@ -214,12 +217,12 @@ def test_promtool_unit_tests_fire_on_version_series(version: str, tmp_path: Path
     tests.append({"interval": "1m", "input_series": [{"series": f'up{{instance="{INSTANCE}",job="{JOB}"}}',
                                                       "values": f"0x{STEPS}"}],
                   "alert_rule_test": [{"eval_time": "5m", "alertname": "VllmTargetDown",
-                                       "exp_alerts": [{"exp_labels": {"severity": "critical", "vllmlog_code": "M102",
+                                       "exp_alerts": [{"exp_labels": {"severity": "critical", "vllmlog_code": "M102", "category": "engine_dead",
                                                                       "job": JOB, "instance": INSTANCE}}]}]})
     tests.append({"interval": "1m", "input_series": [{"series": f'up{{instance="{INSTANCE}",job="{JOB}"}}',
                                                       "values": f"1x{STEPS}"}],
                   "alert_rule_test": [{"eval_time": "10m", "alertname": "VllmMetricsMissing",
-                                       "exp_alerts": [{"exp_labels": {"severity": "warning", "vllmlog_code": "M112",
+                                       "exp_alerts": [{"exp_labels": {"severity": "warning", "vllmlog_code": "M112", "category": "config_error",
                                                                       "job": JOB, "instance": INSTANCE}}]}]})
     expected = dict(EXPECT)
     if "http_requests_total" in load_snapshot_files([fixture])[0].sample_names():
@@ -277,7 +280,7 @@ def test_engine_hang_alert_fires_on_recorded_p2_series(tmp_path: Path) -> None:
         "alert_rule_test": [
             {"eval_time": "1m", "alertname": "VllmEngineNotProgressing", "exp_alerts": []},
             {"eval_time": "5m", "alertname": "VllmEngineNotProgressing", "exp_alerts": [{"exp_labels": {
-                "severity": "critical", "vllmlog_code": "M101", "job": JOB, "instance": INSTANCE,
+                "severity": "critical", "vllmlog_code": "M101", "category": "engine_hang", "job": JOB, "instance": INSTANCE,
                 "model_name": model}}]},
         ]}]}
     (tmp_path / "tests.yml").write_text(to_yaml(tests) + "\n")
@@ -294,7 +297,8 @@ def test_gpu_memory_alert_with_dcgm(tmp_path: Path) -> None:
         "input_series": [{"series": f"DCGM_FI_DEV_FB_USED{{{lab}}}", "values": f"78000x{STEPS}"},
                          {"series": f"DCGM_FI_DEV_FB_FREE{{{lab}}}", "values": f"1000x{STEPS}"}],
         "alert_rule_test": [{"eval_time": "10m", "alertname": "GpuMemoryHigh", "exp_alerts": [{"exp_labels": {
-            "severity": "warning", "vllmlog_code": "M114", "Hostname": "node-1", "gpu": "0"}}]}]}]}
+            "severity": "warning", "vllmlog_code": "M114", "category": "runtime_oom", "Hostname": "node-1",
+            "gpu": "0"}}]}]}]}
     (tmp_path / "tests.yml").write_text(to_yaml(tests) + "\n")
     res = run_promtool("test", "rules", str(tmp_path / "tests.yml"))
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]

@@ -53,8 +53,10 @@ def test_alerts_cli_writes_valid_rule_files(args: list[str], tmp_path: Path) -> 
 
 
 def test_alerts_cli_k8s_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["alerts", "--vllm-version", "0.10", "--format", "k8s", "--namespace", "mon"]) == 0
+    assert main(["alerts", "--vllm-version", "0.10", "--format", "k8s", "--namespace", "mon",
+                 "--k8s-label", "release=prometheus"]) == 0
     out = capsys.readouterr().out
+    assert 'release: "prometheus"' in out
     assert out.startswith('apiVersion: "monitoring.coreos.com/v1"') and "vllm:gpu_cache_usage_perc" in out
     assert main(["alerts"]) == 2
     assert "hint:" in capsys.readouterr().err

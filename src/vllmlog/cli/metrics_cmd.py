@@ -154,6 +154,8 @@ def alerts(
     tpot_slo: float = typer.Option(0.2, "--tpot-slo", help="TPOT p95 limit in seconds."),
     gpu_exporter: Optional[str] = typer.Option(None, "--gpu-exporter", help="dcgm: add a GPU-memory > 95 % alert."),
     namespace: Optional[str] = typer.Option(None, "--namespace", help="k8s: metadata.namespace."),
+    k8s_label: list[str] = typer.Option(None, "--k8s-label", help="k8s: metadata label KEY=VALUE (repeatable), "
+                                        "e.g. release=prometheus for the operator's ruleSelector."),
 ) -> None:
     """Write Prometheus alert rules that use exactly the metric names of one vLLM release."""
     from ..export.alerts import AlertOptions, render_k8s, render_prometheus
@@ -163,7 +165,13 @@ def alerts(
     if fmt == "prometheus":
         text = render_prometheus(version, opts)
     elif fmt == "k8s":
-        text = render_k8s(version, opts, namespace=namespace)
+        labels = {}
+        for item in k8s_label or []:
+            key, sep, val = item.partition("=")
+            if not sep or not key:
+                raise ConfigError(f"--k8s-label {item!r}: expected KEY=VALUE")
+            labels[key] = val
+        text = render_k8s(version, opts, namespace=namespace, labels=labels)
     else:
         raise ConfigError(f"unknown alert format {fmt!r}", hint="use prometheus or k8s")
     _write(text, output)

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..prommetrics.catalog import Version, format_version, role_names
+from ..prommetrics.judge import CHECKS
 
 GROUP_BY = "job, instance, model_name"
 HTTP_GROUP_BY = "job, instance"
@@ -69,6 +70,8 @@ class AlertRule:
     summary: str
     description: str
     extra_labels: dict[str, str] = field(default_factory=dict)
+    category: str | None = None
+    """Diagnosis category label; defaults to the category of the M-check named by `code`."""
 
     def to_dict(self) -> dict[str, Any]:
         """The rule as Prometheus expects it in a rule group."""
@@ -76,7 +79,8 @@ class AlertRule:
             "alert": self.alert,
             "expr": self.expr,
             "for": self.for_,
-            "labels": {"severity": self.severity, "vllmlog_code": self.code, **self.extra_labels},
+            "labels": {"severity": self.severity, "vllmlog_code": self.code,
+                       "category": self.category or CHECKS[self.code].category, **self.extra_labels},
             "annotations": {
                 "summary": self.summary,
                 "description": self.description,
@@ -206,7 +210,7 @@ def build_rules(version: Version, opts: AlertOptions | None = None) -> list[Aler
             f" > {o.bad_request_ratio:g}"
             f' and on ({HTTP_GROUP_BY}) sum by ({HTTP_GROUP_BY}) (increase({http[0]}{{status="4xx"}}[{w}])) >= {MIN_EVENTS}', "10m", "warning", "Many rejected requests (4xx) on {{ $labels.instance }}",
             "{{ $value | humanizePercentage }} of HTTP requests are rejected (prompt over --max-model-len, bad "
-            "parameters, unknown model)."))
+            "parameters, unknown model).", category="bad_request_params"))
     if succ and version >= (0, 13, 0):
         rules.append(AlertRule(
             "VllmEngineRequestErrors", "M110",
@@ -241,10 +245,10 @@ def render_prometheus(version: Version, opts: AlertOptions | None = None) -> str
 
 
 def render_k8s(version: Version, opts: AlertOptions | None = None, name: str = "vllm-alerts",
-               namespace: str | None = None) -> str:
-    """A prometheus-operator PrometheusRule manifest (YAML)."""
+               namespace: str | None = None, labels: dict[str, str] | None = None) -> str:
+    """A prometheus-operator PrometheusRule manifest (YAML); `labels` e.g. the operator's ruleSelector."""
     meta: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/name": "vllm",
-                                                       "app.kubernetes.io/managed-by": "vllmlog"}}
+                                                       "app.kubernetes.io/managed-by": "vllmlog", **(labels or {})}}
     if namespace:
         meta["namespace"] = namespace
     doc = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule", "metadata": meta,
