@@ -85,6 +85,7 @@ def test_every_scenario_runs_and_records_its_category(scenario: str, fmt: str) -
         assert truth["counts"]["status"]["success"] == truth["counts"]["requests"] > 20
     else:
         assert expected in cats, cats
+        assert [i["category"] for i in truth["incidents"] if i["primary"]] == [expected]
     kinds = Counter(classify(ln) for ln in text.split("\n")[:-1])
     assert kinds["unknown"] == 0, [ln for ln in text.split("\n") if classify(ln) == "unknown"][:5]
     assert kinds["vllm"] >= 5
@@ -325,7 +326,7 @@ def test_multiline_records_repeat_the_prefix() -> None:
     rep = simulate(cfg, buf)
     rec = _record_after(buf.getvalue(), "EngineCore encountered a fatal error.")
     assert "OutOfMemoryError: CUDA out of memory. Tried to allocate" in rec[-1]
-    assert [i["category"] for i in rep.truth["incidents"]] == ["runtime_oom"]
+    assert [i["category"] for i in rep.truth["incidents"]] == ["engine_dead", "runtime_oom"]
 
 
 @pytest.mark.parametrize("fmt", ["v1", "v1-0.10"])

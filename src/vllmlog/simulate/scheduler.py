@@ -255,7 +255,7 @@ class Engine:
                         req.target = req.max_tokens
                     self.requests.append(req)
                     self.waiting.append(req)
-                    if len(self.waiting) >= backlog_len and not self.hung:
+                    if len(self.waiting) >= backlog_len:
                         self._observe("backlog", t)
                     w.on_arrival(t, req, len(self.waiting))
                     if req.deadline is not None:
@@ -305,6 +305,8 @@ class Engine:
                 if cause == "cuda_oom":
                     self._die(t1, cause, "runtime_oom",
                               "CUDA out of memory during a step killed the engine; in-flight requests failed")
+                    self.incidents.append(Incident(
+                        "engine_dead", t1, self.end_after_death, "the engine died of the CUDA OOM"))
                 else:
                     self._die(t1, cause, "engine_dead",
                               f"the engine core died mid-run ({cause.replace('_', ' ')}); in-flight requests failed")
@@ -573,9 +575,13 @@ class Engine:
             f = payload
             assert isinstance(f, Fault)
             t2 = self.w.on_nccl_watchdog(t, f)
+            self.incidents.append(Incident(
+                "engine_hang", self.hang_start, t2, "no engine step completes while the collective is stuck"))
             self._die(t2, "nccl", "distributed_nccl",
                       "a collective (all-reduce) hung between TP ranks; NCCL watchdog timed out and killed a worker",
                       start=self.hang_start)
+            self.incidents.append(Incident(
+                "engine_dead", t2, self.end_after_death, "the engine died after the NCCL abort; in-flight requests failed"))
 
     def _die(self, t: float, cause: str, category: str, desc: str, start: float | None = None) -> None:
         """Engine death: fail every in-flight request, then the server exits."""

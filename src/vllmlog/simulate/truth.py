@@ -69,7 +69,8 @@ def build_truth(cfg: SimConfig, result: SimResult, clock: Clock, lines: int, cat
         "end_ts": clock.iso(result.end),
         "config": cfg.to_dict(),
         "incidents": [
-            {"category": i.category, "start": clock.iso(i.start), "end": clock.iso(i.end), "description": i.description}
+            {"category": i.category, "start": clock.iso(i.start), "end": clock.iso(i.end),
+             "description": i.description, "primary": i.category == category}
             for i in result.incidents
         ],
         "requests": reqs,
