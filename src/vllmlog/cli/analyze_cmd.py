@@ -31,7 +31,7 @@ def analyze_cmd(
     show_prompts: bool = typer.Option(False, "--show-prompts", help="Include prompt and output text (redacted by default)."),
     mask_ips: bool = typer.Option(False, "--mask-ips", help="Replace IP addresses with <ip>."),
     example: OptStr = typer.Option(None, "--example", help="Analyze a bundled example log ('list' shows them)."),
-    top: int = typer.Option(5, "--top", help="How many findings to print."),
+    top: int = typer.Option(3, "--top", help="How many findings to print in full (the rest get one line each)."),
     year: OptInt = YearOpt,
 ) -> None:
     """Is the service healthy, what went wrong, what to change — and an HTML report to share."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 import re
 from collections import Counter
 from datetime import datetime
@@ -450,7 +451,8 @@ def _findings(a: Analysis, rd: Redactor) -> str:
         f = finding_view(d)
         when = ""
         if f["first_seen"]:
-            when = f"first {esc(f['first_seen'])}" + (f" · last {esc(f['last_seen'])}" if f["last_seen"] else "")
+            when = f"first {esc(str(f['first_seen']).replace('T', ' '))}" + (
+                f" · last {esc(str(f['last_seen']).replace('T', ' '))}" if f["last_seen"] else "")
         if f["count"]:
             when += f" · {esc(f['count'])}×"
         fix = f["fix"]
@@ -483,7 +485,7 @@ def _timeline(a: Analysis, rd: Redactor, limit: int = 400) -> str:
         sev = severity_or_level(e)
         what = e.get("title") or e.get("text") or e.get("message") or e.get("summary") or e.get("kind") or ""
         kind = e.get("kind") or e.get("type") or ""
-        loc = f"{e.get('file')}:{e.get('line')}" if e.get("file") and e.get("line") else ""
+        loc = f"{os.path.basename(str(e.get('file')))}:{e.get('line')}" if e.get("file") and e.get("line") else ""
         rows.append(f"<tr class='sev-{esc(sev)}'><td class='ts'>{esc(str(ts).replace('T', ' '))}</td>"
                     f"<td><span class='sev'>{esc(sev)}</span></td><td>{esc(kind)}</td>"
                     f"<td>{highlight(rd(str(what)))}</td><td class='loc'>{esc(rd(loc))}</td></tr>")
@@ -497,6 +499,8 @@ def severity_or_level(e: dict[str, Any]) -> str:
     from ..analyze import severity_name
 
     v = e.get("severity") or e.get("level")
+    if v is None and e.get("kind") in ("error", "warning", "critical"):
+        v = e["kind"]
     return severity_name(v) if v is not None else "info"
 
 
