@@ -193,12 +193,19 @@ def servers(run: Run) -> list[ServerView]:
         v = view_for(s.file, s.line, s.server)
         if v is not None:
             v.stats.append(s)
+    firsts: dict[tuple[str, int], int] = {}
+    for j in run.journeys:
+        if j.first_line:
+            key = (j.file, getattr(j, "server", 0) or 0)
+            firsts[key] = min(firsts.get(key, j.first_line), j.first_line)
     for v in views:
         if v.ready_line is None:
             if v.srv.ready:
                 v.ready_line = v.srv.first_line
             elif v.stats:
                 v.ready_line = v.stats[0].line - 1
+            elif (v.file, v.index) in firsts:  # an excerpt that starts mid-serving: requests show it was up
+                v.ready_line = firsts[(v.file, v.index)] - 1
     _CACHE.append((run, views))
     if len(_CACHE) > 4:
         _CACHE.pop(0)
@@ -416,3 +423,55 @@ def distinct_requests(events: Iterable[Event]) -> int:
             continue
         n += 1
     return n
+
+
+_STARTUP_FRAMES = re.compile(r"profile_run|determine_num_available_blocks|_dummy_run|load_model|load_weights|"
+                             r"capture_model|_initialize_kv_caches|initialize_from_config|warming up|warmup|"
+                             r"_init_cache|init_device|from_engine_args|from_vllm_config|EngineCore.__init__|"
+                             r"wait_for_engine_startup", re.I)
+_SERVING_FRAMES = re.compile(r"execute_model|step_fn|run_busy_loop|_process_engine_step|engine_step|step_async|"
+                             r"run_engine_loop|_run_workers|sample_tokens", re.I)
+
+
+def stage_of(e: Event) -> str | None:
+    """``startup`` or ``serving`` from the traceback's frames; None when it does not say."""
+    st = bool(_STARTUP_FRAMES.search(e.text))
+    sv = bool(_SERVING_FRAMES.search(e.text))
+    if st and not sv:
+        return "startup"
+    if sv and not st:
+        return "serving"
+    return None
+
+
+def while_serving(v: ServerView, e: Event) -> bool:
+    """Did this failure happen while serving? The traceback's frames win over the position in the log."""
+    st = stage_of(e)
+    if st is not None:
+        return st == "serving"
+    return v.serving(e.line)
+
+
+def is_oom(e: Event) -> bool:
+    """CUDA/HIP out-of-memory, whatever kind the parser gave it."""
+    if "cuda_oom" in kinds_of(e):
+        return True
+    head = str(e.fields.get("exc_message") or e.fields.get("error") or e.text.split("\n", 1)[0])
+    return e.kind in ("cuda_error", "engine_fatal", "worker_exception", "traceback") and "out of memory" in head.lower()
+
+
+_PID = re.compile(r"pid=(\d+)")
+
+
+def kernel_ooms(run: Run, v: ServerView) -> list[Event]:
+    """Kernel OOM-killer reports (dmesg lines, any input file) about a process of this server run.
+
+    Matched by pid when the log names its processes' pids; otherwise every report counts."""
+    kills = run.events_of("oom_killed")
+    if not kills:
+        return []
+    pids = {m.group(1) for e in v.events if e.process for m in [_PID.search(e.process)] if m}
+    pids |= {str(e.fields.get("pid")) for e in v.events if e.kind == "worker_died" and e.fields.get("pid")}
+    if not pids:
+        return kills
+    return [k for k in kills if str(k.fields.get("pid")) in pids]

@@ -14,6 +14,10 @@ _DIST = re.compile(r"Gloo|gloo|ray\.exceptions|RayActorError|collective operatio
                    r"ncclUnhandledCudaError|ncclSystemError|DistNetworkError|Connection reset by peer.*(?:gloo|nccl)", re.I)
 
 
+_DIST_EXC = re.compile(r"DistBackendError|DistNetworkError|DistStoreError|RayActorError|ActorDiedError|NCCL error|"
+                       r"nccl(?:Internal|UnhandledCuda|System|Remote|InvalidUsage)Error|Gloo|collective operation timeout")
+
+
 @register
 class NcclCollectiveFailure(Rule):
     """## What it detects
@@ -37,8 +41,9 @@ class NcclCollectiveFailure(Rule):
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
             evs = [e for e in v.of("nccl_timeout", "nccl_error") if not v.in_shutdown(e.line)]
-            evs += [e for e in v.events if e.kind in ("log", "traceback", "unparsed") and e.level in ("ERROR", None)
-                    and _DIST.search(e.text) and not v.in_shutdown(e.line)]
+            evs += [e for e in v.events if not v.in_shutdown(e.line) and e.kind not in ("nccl_timeout", "nccl_error") and (
+                (e.kind in ("log", "traceback", "unparsed") and e.level in ("ERROR", None) and _DIST.search(e.text))
+                or _DIST_EXC.search(str(e.fields.get("exc_type") or "") + " " + str(e.fields.get("exc_message") or "")))]
             evs.sort(key=lambda e: e.line)
             if not evs:
                 continue

@@ -52,9 +52,9 @@ class EngineDead(Rule):
                 continue
             root = fails[0]
             # handled by the runtime-OOM rules
-            if v.of("cuda_oom", after=v.ready_line, before=root.line_end + 1) or any("cuda_oom" in u.kinds_of(e) for e in fails[:3]):
+            if any(u.is_oom(e) for e in v.events if v.ready_line < e.line <= root.line_end) or any(u.is_oom(e) for e in fails[:3]):
                 continue
-            if root in killed_workers(v, serving=True):
+            if root in killed_workers(v, serving=True) or (u.kernel_ooms(run, v) and root.kind in ("engine_core_died", "worker_died")):
                 continue
             pri = next((e for e in fails if "engine_fatal" in u.kinds_of(e) or "cuda_error" in u.kinds_of(e)), root)
             if pri.line > root.line and root.kind in ("engine_core_died", "worker_died", "worker_exception"):

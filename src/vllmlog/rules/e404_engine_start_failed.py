@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator
 
 from ..run import Run
@@ -15,6 +16,28 @@ EXPLAINED = ("cuda_oom", "kv_cache_insufficient", "kv_cache_no_memory", "insuffi
              "config_error", "max_model_len_too_large", "port_in_use", "nccl_timeout", "nccl_error")
 _FAIL = ("engine_start_failed", "process_crashed", "engine_start_timeout", "engine_fatal", "worker_exception",
          "worker_died", "engine_dead", "memory_profiling_error")
+
+
+_CONFIG_FRAMES = re.compile(r"arg_utils\.py|create_engine_config|/config\.py|config/\w+\.py|__post_init__|_verify_args|"
+                            r"verify_with_parallel_config|ValidationError")
+_MEMORY = re.compile(r"out of memory|not enough (?:GPU )?memory|memory utilization|insufficient memory", re.I)
+_LOAD = re.compile(r"model_loader|load_weights|safetensors|from_pretrained|hf_hub|huggingface_hub|weight_utils", re.I)
+
+
+def _infer(e) -> str:
+    """Best category for an unrecognised start-up exception, from its type, message and frames."""
+    xt = str(e.fields.get("exc_type") or "")
+    xm = str(e.fields.get("exc_message") or "")
+    if _MEMORY.search(xm):
+        return "startup_oom"
+    if ("ValueError" in xt or "TypeError" in xt or "ValidationError" in xt or "NotImplementedError" in xt) \
+            and _CONFIG_FRAMES.search(e.text):
+        return "config_error"
+    if _LOAD.search(e.text) and ("Error" in xt):
+        return "model_load_failure"
+    if "NCCL" in xm or "nccl" in e.text.lower() and "Dist" in xt:
+        return "distributed_nccl"
+    return "engine_dead"
 
 
 @register
@@ -46,9 +69,12 @@ class EngineStartFailed(Rule):
             exc = next((e for e in fails if e.fields.get("exc_message")), root)
             timeout = any(e.kind == "engine_start_timeout" for e in fails)
             msg = exc.fields.get("exc_message") or exc.message
+            cat = _infer(exc)
             yield self.finding(
-                f"Engine failed to start: {str(exc.fields.get('exc_type') or '').rsplit('.', 1)[-1]}"
-                f"{': ' if exc.fields.get('exc_type') else ''}{str(msg)[:160]}",
+                category=cat,
+                message=f"Engine failed to start: {str(exc.fields.get('exc_type') or '').rsplit('.', 1)[-1]}"
+                f"{': ' if exc.fields.get('exc_type') else ''}{str(msg)[:160]}"
+                + ("" if cat == self.category else f" (classified as {cat} from the exception)"),
                 evidence=u.dedupe([u.first(root), u.ev(exc)] + u.startup_failure_lines(v, root.line_end)),
                 first_seen=root.ts, last_seen=fails[-1].ts, count=len(fails), file=v.file, process=root.process,
                 server=v.index,

@@ -28,7 +28,7 @@ class RuntimeCudaOom(Rule):
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
-            ooms = [e for e in v.of("cuda_oom") if v.serving(e.line) and not v.in_shutdown(e.line)]
+            ooms = [e for e in v.events if u.is_oom(e) and u.while_serving(v, e) and not v.in_shutdown(e.line)]
             if not ooms:
                 continue
             e = ooms[0]

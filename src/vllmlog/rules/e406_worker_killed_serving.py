@@ -33,6 +33,10 @@ class WorkerKilledServing(Rule):
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
             dead = killed_workers(v, serving=True)
+            kernel = u.kernel_ooms(run, v)
+            if not dead and kernel and v.ready_line is not None:
+                # the kernel says it killed a vLLM process; the log only shows the engine core vanish
+                dead = [e for e in v.of("engine_core_died", "worker_died", after=v.ready_line) if not v.in_shutdown(e.line)][:1]
             if not dead:
                 continue
             e = dead[0]
@@ -40,11 +44,13 @@ class WorkerKilledServing(Rule):
             code = e.fields.get("exit_code")
             running = next((s.running for s in reversed(v.stats) if s.line < e.line), None)
             yield self.finding(
-                f"Worker {e.fields.get('worker') or ''} died with exit code {code} while serving and no Python error "
-                f"(a SIGKILL, typically the OOM killer); the engine died"
+                (f"Worker {e.fields.get('worker') or ''} died with exit code {code} while serving and no Python error "
+                 if e.kind == "worker_died" else "The engine core exited while serving with no Python error ")
+                + ("(the kernel OOM killer: " + kernel[0].message[:120] + ")" if kernel else "(a SIGKILL, typically the OOM killer)")
+                + "; the engine died"
                 + (f", {am.failed_requests} requests failed" if am.failed_requests else "")
                 + (f", {am.http_5xx} HTTP 5xx" if am.http_5xx else "") + ".",
-                evidence=u.dedupe([u.first(e)] + am.evidence, limit=16), first_seen=e.ts, last_seen=am.last_ts or e.ts,
+                evidence=u.dedupe([u.first(e)] + [u.first(k) for k in kernel[:2]] + am.evidence, limit=16), first_seen=e.ts, last_seen=am.last_ts or e.ts,
                 count=len(dead), file=v.file, process=e.process, server=v.index,
                 root_cause="The worker process was killed from outside while serving — its memory grew under load past "
                            "the host or container limit and the kernel OOM killer sent SIGKILL.",

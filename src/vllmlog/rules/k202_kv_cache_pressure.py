@@ -39,7 +39,7 @@ class KvCachePressure(Rule):
             for samples in v.by_engine().values():
                 for st in u.stretches(samples, lambda s: (s.kv_cache_usage or 0) >= caution):
                     silent = self._silent(st, samples, critical)
-                    field_pre = any((s.preemptions or 0) > 0 for s in st)
+                    field_pre = any((s.preemptions or 0) > 0 or (s.swapped or 0) > 0 for s in st)
                     if len(st) >= int(options["min_intervals"]) or silent or field_pre or pre:
                         episodes.append((st, silent or field_pre))
             hb = [d for d in run.series.decode if d.file == v.file and d.kv_max >= caution]
@@ -50,6 +50,7 @@ class KvCachePressure(Rule):
             silent_any = any(flag for _, flag in episodes)
             cum = max((int(u.num(e.fields.get("cumulative_preemptions")) or 0) for e in pre), default=0)
             field_total = sum(s.preemptions or 0 for s in samples_all)
+            swapped = max((s.swapped or 0 for s in samples_all), default=0)
             times = [s.ts for s in samples_all if s.ts] + [e.ts for e in pre if e.ts] + [d.ts for d in hb]
             if not times:
                 continue
@@ -80,11 +81,13 @@ class KvCachePressure(Rule):
                 parts.append(f"{field_total} preemptions in the stats lines")
             if alloc:
                 parts.append(f"{len(alloc)} KV-block allocations failed")
+            if swapped:
+                parts.append(f"up to {swapped} sequences swapped to CPU")
             if silent_any and not pre and not field_total:
                 parts.append("Running fell while Waiting stayed > 0 at a full cache (silent V1 preemption)")
             if running and waiting:
                 parts.append(f"Running {min(running)}–{max(running)}, Waiting up to {max(waiting)}")
-            preempting = bool(pre or field_total or silent_any)
+            preempting = bool(pre or field_total or silent_any or swapped)
             floor_run = min(running) if running else None
             rem = []
             if floor_run and preempting:

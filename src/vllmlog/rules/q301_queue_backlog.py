@@ -48,17 +48,19 @@ class QueueBacklog(Rule):
                     if dur >= wait_s or (growing and pinned and big):
                         found.append(st)
             hb = [e for e in v.of("queue_wait_exceeded") if not v.in_shutdown(e.line)]
+            rejected = [e for e in v.of("request_rejected") if not v.in_shutdown(e.line)]
             slow_j = [j for j in run.journeys if j.file == v.file and j.server == v.index
                       and getattr(j, "queue_s", None) is not None and j.queue_s > wait_s]
-            if not found and len(hb) < int(options["min_wait_lines"]) and len(slow_j) < int(options["min_wait_lines"]):
+            if not found and not rejected and len(hb) < int(options["min_wait_lines"]) and len(slow_j) < int(options["min_wait_lines"]):
                 continue
             samples_all = [s for st in found for s in st]
-            times = [s.ts for s in samples_all if s.ts] + [e.ts for e in hb if e.ts] + [j.arrival_ts for j in slow_j if j.arrival_ts]
+            times = [s.ts for s in samples_all if s.ts] + [e.ts for e in hb + rejected if e.ts] + [j.arrival_ts for j in slow_j if j.arrival_ts]
             if not times:
                 continue
             first, last = min(times), max(times)
             aborts = [e for e in v.of("request_aborted") if e.ts and first <= e.ts <= last]
             evid: list[Evidence | None] = [u.sample_ev(s) for s in u.pick(samples_all, u.interval_s(samples_all))]
+            evid += [u.first(e) for e in rejected[:3]]
             evid += [u.first(e) for e in hb[:4]]
             evid += [u.first(e) for e in aborts[:3]]
             evid += [Evidence(j.file, j.first_line, "") for j in slow_j[:3] if j.first_line]
@@ -82,6 +84,8 @@ class QueueBacklog(Rule):
                 parts.append(f"{len(slow_j)} requests queued > {wait_s:.0f} s")
             if aborts:
                 parts.append(f"{len(aborts)} client aborts meanwhile")
+            if rejected:
+                parts.append(f"{len(rejected)} requests rejected because the queue was full")
             kv_room = kv and max(kv) < 0.8
             pinned_at = max(run_vals) if run_vals else None
             rem = []
@@ -92,7 +96,8 @@ class QueueBacklog(Rule):
                        "matches what one replica serves")
             rem.append("set client timeouts — a disconnecting client is the only way a queued request expires")
             yield self.finding(
-                "; ".join(parts) + ".", evidence=u.dedupe(evid, limit=16), first_seen=first, last_seen=last,
+                "; ".join(parts) + ".", evidence=u.dedupe(evid, limit=16),
+                severity=Severity.ERROR if rejected else self.severity, first_seen=first, last_seen=last,
                 count=max(len(samples_all), len(hb), len(slow_j)), file=v.file,
                 process=samples_all[0].process if samples_all else (hb[0].process if hb else None), server=v.index,
                 root_cause="Requests arrive faster than the engine finishes them: the running batch is at its cap "

@@ -43,7 +43,7 @@ class StartupCudaOom(Rule):
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
-            ooms = [e for e in v.of("cuda_oom") if not v.serving(e.line)]
+            ooms = [e for e in v.events if u.is_oom(e) and not u.while_serving(v, e) and not v.in_shutdown(e.line)]
             if not ooms:
                 continue
             e = ooms[0]

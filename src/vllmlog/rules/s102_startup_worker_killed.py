@@ -65,10 +65,13 @@ class StartupWorkerKilled(Rule):
             kv = u.arg(v, "kv_cache_tokens")
             stage = "while allocating the KV cache" if v.of("kv_cache_size", "kv_cache_memory", "kv_cache_blocks") else "during start-up"
             kv_line = v.of("kv_cache_size", "kv_cache_memory", "kv_cache_blocks", before=e.line)
-            evid = [u.first(e)] + u.startup_failure_lines(v, e.line) + ([u.first(kv_line[-1])] if kv_line else [])
+            kernel = u.kernel_ooms(run, v)
+            evid = [u.first(e)] + u.startup_failure_lines(v, e.line) + [u.first(k) for k in kernel[:2]] \
+                + ([u.first(kv_line[-1])] if kv_line else [])
             yield self.finding(
                 f"Worker {e.fields.get('worker') or ''} died with exit code {code} {stage} and no Python error; "
-                f"the server never became ready (a SIGKILL, almost always the kernel OOM killer).",
+                "the server never became ready "
+                + (f"(the kernel OOM killer: {kernel[0].message[:120]})." if kernel else "(a SIGKILL, almost always the kernel OOM killer)."),
                 evidence=u.dedupe(evid), first_seen=e.ts, last_seen=e.ts, count=len(dead), file=v.file,
                 process=e.process, server=v.index,
                 root_cause="The worker was killed from outside (SIGKILL) while allocating memory at start-up: the host or "
