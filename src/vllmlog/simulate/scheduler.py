@@ -84,6 +84,7 @@ class Engine:
         self.total_cpu = max(1, eng.num_cpu_blocks)
         self.free_cpu = self.total_cpu
         self.watermark = int(eng.watermark * self.total_blocks)
+        self.kv_full_blocks = 0.95 * self.total_blocks
         self.budget = eng.budget(writer.v1)
         self.max_seqs = eng.max_num_seqs
         self.allow_swap = eng.preemption_mode == "swap" and not writer.v1
@@ -329,8 +330,12 @@ class Engine:
             advance(shutdown_t)  # trailing stats lines before SIGTERM
             end = w.on_shutdown(shutdown_t)
         # Close observed incidents.
+        if "preempt" in self.obs and "kvfull" in self.obs:  # pressure began when the cache first filled up
+            a, b = self.obs["preempt"]
+            c, d = self.obs["kvfull"]
+            self.obs["preempt"] = [min(a, c), max(b, d)]
         for key, cat, desc in (
-            ("preempt", "kv_cache_pressure_preemption", "KV cache exhausted: running requests preempted"),
+            ("preempt", "kv_cache_pressure_preemption", "KV cache ≥ 95 % full and running requests preempted"),
             ("backlog", "queue_backlog", "arrivals exceed capacity: the waiting queue outgrows a full batch "
              f"(max_num_seqs) or requests wait longer than {cfg.waiting_warn_s:g}s"),
             ("disconnect", "client_abort", "clients disconnected before their requests finished"),
@@ -490,6 +495,8 @@ class Engine:
         self.gen_since += gen
         if live:
             used = self.total_blocks - self.free_blocks
+            if used >= self.kv_full_blocks:
+                self._observe("kvfull", t1)
             w.on_decode(t1, live, len(self.running), used / self.total_blocks)
             target_hit = [r for r in live if r.out >= r.target]
             if target_hit:
