@@ -122,8 +122,20 @@ def test_no_shutdown_means_unfinished_and_streaming_deltas():
     x = js["chatcmpl-x"]
     assert x.status == "success" and x.sources["status"] == "logged" and x.finish_reason is None
     assert x.ttft_s == 1.0 and x.e2e_s == 3.0 and x.output_tokens == 4 and x.sources["output_tokens"] == "estimated"
-    assert x.tpot_s == pytest.approx(2.0 / 3) and x.sources["tpot_s"] == "estimated"
+    assert x.decode_s == 2.0 and x.tpot_s is None  # ±1 s on 2 s: too coarse for a TPOT
     assert js["cmpl-y-0"].status == "unfinished"
+
+
+def test_tpot_estimated_from_long_decode_at_one_second_resolution():
+    b = JourneyBuilder()
+    b.new_server("f.log")
+    b.add(_ev(1, "request_received", "chatcmpl-z", 0))
+    b.add(_ev(2, "response_generated", "chatcmpl-z", 1, streaming="delta", finish_reason=None))
+    b.add(_ev(3, "response_generated", "chatcmpl-z", 11, streaming="complete", output_tokens=101, finish_reason="length",
+              text="Generated response chatcmpl-z: output: 'x', output_token_ids: [1, 2], finish_reason: length"))
+    [z] = b.finish()
+    assert z.output_tokens == 101 and z.sources["output_tokens"] == "logged" and z.finish_reason == "length"
+    assert z.tpot_s == pytest.approx(0.1) and z.sources["tpot_s"] == "estimated"
 
 
 def test_sink_streams_and_bounded_open():

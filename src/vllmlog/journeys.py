@@ -178,7 +178,8 @@ class Journey:
             if self.decode_s is None:
                 self.decode_s = max(0.0, self.e2e_s - self.ttft_s)
                 src["decode_s"] = _worst("derived", src.get("e2e_s"), src.get("ttft_s"))
-            measurable = self.decode_s > 0 or src.get("decode_s") != "estimated"
+            # from 1-second timestamps a decode time is only worth a TPOT when the ±1 s error is ≤ 20 %
+            measurable = src.get("decode_s") != "estimated" or self.decode_s >= 5 * self.ts_resolution_s
             if self.tpot_s is None and measurable and self.output_tokens is not None and self.output_tokens > 1:
                 self.tpot_s = self.decode_s / (self.output_tokens - 1)
                 src["tpot_s"] = _worst("derived", src.get("decode_s"), src.get("output_tokens"))
