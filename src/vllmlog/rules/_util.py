@@ -475,3 +475,32 @@ def kernel_ooms(run: Run, v: ServerView) -> list[Event]:
     if not pids:
         return kills
     return [k for k in kills if str(k.fields.get("pid")) in pids]
+
+
+def was_serving(v: ServerView) -> bool:
+    """The server run served traffic (ready line, stats, requests, HTTP answers or a serving-time traceback)."""
+    if v.ready_line is not None:
+        return True
+    for e in v.events:
+        if e.kind in ("request_failed", "http_access", "request_aborted", "stream_error"):
+            return True
+        if e.kind in ("engine_fatal", "engine_dead") and stage_of(e) == "serving":
+            return True
+    return False
+
+
+_OOM_NUMS = re.compile(r"Tried to allocate ([\d.]+) ([GMK]i?B).*?total capacity of ([\d.]+) ([GMK]i?B)(?:.*?of which ([\d.]+) ([GMK]i?B) is free)?")
+_UNIT = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / 1048576, "KB": 1 / 1048576}
+
+
+def oom_numbers(e: Event) -> tuple[float | None, float | None, float | None]:
+    """(tried to allocate, total, free) in GiB from an OOM record's fields or text."""
+    f = e.fields
+    vals = tuple(num(f.get(k)) for k in ("tried_to_allocate_gib", "total_capacity_gib", "free_gib"))
+    if any(x is not None for x in vals):
+        return vals  # type: ignore[return-value]
+    m = _OOM_NUMS.search(e.text)
+    if not m:
+        return None, None, None
+    g = lambda i: float(m.group(i)) * _UNIT.get(m.group(i + 1), 1.0) if m.group(i) else None  # noqa: E731
+    return g(1), g(3), g(5)

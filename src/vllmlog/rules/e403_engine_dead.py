@@ -44,15 +44,16 @@ class EngineDead(Rule):
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
-            if v.ready_line is None:
+            if not u.was_serving(v):
                 continue
-            fails = [e for e in v.of(*_FAIL, after=v.ready_line) if not v.in_shutdown(e.line)
+            start = v.ready_line or 0
+            fails = [e for e in v.of(*_FAIL, after=start) if not v.in_shutdown(e.line)
                      and (e.kind != "request_failed" or e.fields.get("reason") == "engine_dead")]
             if not fails:
                 continue
             root = fails[0]
             # handled by the runtime-OOM rules
-            if any(u.is_oom(e) for e in v.events if v.ready_line < e.line <= root.line_end) or any(u.is_oom(e) for e in fails[:3]):
+            if any(u.is_oom(e) for e in v.events if start < e.line <= root.line_end) or any(u.is_oom(e) for e in fails[:3]):
                 continue
             if root in killed_workers(v, serving=True) or (u.kernel_ooms(run, v) and root.kind in ("engine_core_died", "worker_died")):
                 continue

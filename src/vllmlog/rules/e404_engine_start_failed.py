@@ -60,9 +60,13 @@ class EngineStartFailed(Rule):
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
-            if v.ready_line is not None or v.of(*EXPLAINED) or killed_workers(v, serving=False):
+            if u.was_serving(v) or v.of(*EXPLAINED) or killed_workers(v, serving=False):
                 continue
             fails = [e for e in v.of(*_FAIL) if not v.in_shutdown(e.line)]
+            # an unrecognised traceback that ends the start-up (nothing but shutdown after it)
+            fails += [e for e in v.of("traceback") if e.fields.get("exc_type") and e.line_end >= v.srv.last_line - 40
+                      and not v.in_shutdown(e.line) and e not in fails]
+            fails.sort(key=lambda e: e.line)
             if not fails:
                 continue
             root = fails[0]
@@ -79,7 +83,13 @@ class EngineStartFailed(Rule):
                 first_seen=root.ts, last_seen=fails[-1].ts, count=len(fails), file=v.file, process=root.process,
                 server=v.index,
                 root_cause="The engine process raised during initialisation" + (" or did not become ready in time." if timeout else "."),
-                remediation=("Raise `VLLM_ENGINE_READY_TIMEOUT_S` (slow weight loading) and check storage speed; " if timeout else "")
-                + "read the first traceback of the engine/worker process; rerun with `VLLM_LOGGING_LEVEL=DEBUG`.",
+                remediation={
+                    "config_error": "Fix the argument combination named in the error (the message says which flag to "
+                                    "raise or lower), then restart.",
+                    "startup_oom": "Free device memory or lower `--gpu-memory-utilization`, `--max-model-len`, "
+                                   "`--max-num-seqs`; check `nvidia-smi` for other processes.",
+                    "model_load_failure": "Check the model path, revision and weight files named in the error.",
+                }.get(cat, ("Raise `VLLM_ENGINE_READY_TIMEOUT_S` (slow weight loading) and check storage speed; " if timeout else "")
+                    + "read the first traceback of the engine/worker process; rerun with `VLLM_LOGGING_LEVEL=DEBUG`."),
                 data={"exc_type": exc.fields.get("exc_type")},
             )

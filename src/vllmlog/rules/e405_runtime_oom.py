@@ -33,15 +33,16 @@ class RuntimeCudaOom(Rule):
                 continue
             e = ooms[0]
             am = u.aftermath(v, e)
-            died = any(x.text and ("EngineDead" in x.text or "fatal" in x.text) for x in am.evidence)
+            died = e.kind in ("engine_dead", "engine_fatal") or any(
+                x.text and ("EngineDead" in x.text or "fatal" in x.text or "background task failed" in x.text) for x in am.evidence)
             f = e.fields
-            alloc, total, free = (u.num(f.get(k)) for k in ("tried_to_allocate_gib", "total_capacity_gib", "free_gib"))
+            alloc, total, free = u.oom_numbers(e)
             util = u.arg(v, "gpu_memory_utilization")
             yield self.finding(
                 "CUDA out of memory while serving" + (f" (tried to allocate {alloc:.2f} GiB" + (f", {free:.2f} GiB free)" if free is not None else ")") if alloc else "")
                 + ("; the engine died" if died else "") + (f"; {am.failed_requests} requests failed" if am.failed_requests else "") + ".",
                 severity=Severity.CRITICAL if died else Severity.ERROR,
-                evidence=u.dedupe([u.ev(e, "out of memory", "OutOfMemoryError")] + am.evidence, limit=16), first_seen=e.ts,
+                evidence=u.dedupe([u.ev(e, "out of memory", "OutOfMemoryError"), u.first(e)] + am.evidence, limit=16), first_seen=e.ts,
                 last_seen=am.last_ts or e.ts, count=len(ooms), file=v.file, process=e.process, server=v.index,
                 root_cause="A step needed more GPU memory than was left after the KV cache and weights "
                            "(activation peak of a large batch or long prompt, or another process on the GPU).",

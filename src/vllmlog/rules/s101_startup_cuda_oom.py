@@ -49,7 +49,7 @@ class StartupCudaOom(Rule):
             e = ooms[0]
             f = e.fields
             stage = next((d for key, d in _STAGES if key in e.text), None)
-            alloc, total, free = (u.num(f.get(k)) for k in ("tried_to_allocate_gib", "total_capacity_gib", "free_gib"))
+            alloc, total, free = u.oom_numbers(e)
             nums = []
             if alloc is not None:
                 nums.append(f"tried to allocate {alloc:.2f} GiB")
