@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import os
 from datetime import datetime
 from typing import Any, Iterable
 
@@ -73,9 +74,44 @@ def _before(cause: Finding, f: Finding) -> bool:
     return (cause.first_seen - end).total_seconds() <= _SLACK_S
 
 
-def _open(path: str):
-    # binary: lines end at \n only (vLLM tracebacks contain stray \r that text mode would split on)
-    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+#: path → (inode, size, [(line number, byte offset)]) checkpoints, so ``watch`` re-reads little.
+_INDEX: dict[str, tuple[int, int, list[tuple[int, int]]]] = {}
+_STEP = 4096
+
+
+def _read_lines(path: str, wanted: set[int]) -> dict[int, str]:
+    """The text of the given 1-based lines (split on \\n only: vLLM tracebacks contain stray \\r)."""
+    if not wanted:
+        return {}
+    lo, hi = min(wanted), max(wanted)
+    out: dict[int, str] = {}
+    if path.endswith(".gz"):
+        with gzip.open(path, "rb") as fh:
+            for i, raw in enumerate(fh, 1):
+                if i in wanted:
+                    out[i] = raw.decode("utf-8", "replace").rstrip("\r\n")
+                if i >= hi:
+                    break
+        return out
+    st = os.stat(path)
+    ino, size, marks = _INDEX.get(path, (st.st_ino, st.st_size, [(1, 0)]))
+    if ino != st.st_ino or st.st_size < size:
+        marks = [(1, 0)]
+    start_line, off = max((m for m in marks if m[0] <= lo), default=(1, 0))
+    with open(path, "rb") as fh:
+        fh.seek(off)
+        i = start_line
+        for raw in fh:
+            if i % _STEP == 1 and i > marks[-1][0]:
+                marks.append((i, off))
+            if i in wanted:
+                out[i] = raw.decode("utf-8", "replace").rstrip("\r\n")
+            off += len(raw)
+            if i >= hi:
+                break
+            i += 1
+    _INDEX[path] = (st.st_ino, st.st_size, marks)
+    return out
 
 
 def _resolve(findings: list[Finding]) -> None:
@@ -95,16 +131,12 @@ def _resolve(findings: list[Finding]) -> None:
     for path in set(need) | set(probe_files):
         if path == "-":
             continue
-        lines = need.get(path, set())
+        wanted = set(need.get(path, set()))
         lo, hi = probe_files.get(path, (0, -1))
-        top = max(max(lines, default=0), hi)
+        wanted.update(range(max(lo, 1), hi + 1))
         try:
-            with _open(path) as fh:
-                for i, raw in enumerate(fh, 1):
-                    if i in lines or lo <= i <= hi:
-                        texts[(path, i)] = raw.decode("utf-8", "replace").rstrip("\r\n")
-                    if i >= top:
-                        break
+            for i, t in _read_lines(path, wanted).items():
+                texts[(path, i)] = t
         except OSError as exc:
             log.warning("cannot read %s for evidence: %s", path, exc)
     for f in findings:
