@@ -6,7 +6,7 @@ import re
 import sys
 import time
 from datetime import datetime
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.table import Table
@@ -14,6 +14,9 @@ from rich.table import Table
 from ..errors import ConfigError
 from ._app import app
 from .common import OptStr, OutOpt, stderr, stdout_console
+
+if TYPE_CHECKING:
+    from ..simulate import Fault
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 
@@ -30,7 +33,7 @@ def parse_duration(text: str) -> float:
 _CAUSES = ("cuda_oom", "illegal_memory_access")
 
 
-def parse_fault(text: str) -> object:
+def parse_fault(text: str) -> Fault:
     """`KIND[:CAUSE][@TIME]` (time after the server is ready, default 60s) → a Fault."""
     from ..simulate import FAULT_KINDS, Fault
 
@@ -96,7 +99,7 @@ def simulate_cmd(
     cfg = build_config(
         scenario, fmt=fmt, seed=seed, duration_s=parse_duration(duration) if duration else None, start=start_dt,
         rate=rate, max_requests=requests, max_lines=lines,
-        faults=[parse_fault(f) for f in fault] if fault else None,  # type: ignore[misc]
+        faults=[parse_fault(f) for f in fault] if fault else None,
         log_outputs=log_outputs,
     )
     t0 = time.perf_counter()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from typing import TYPE_CHECKING
 
-from .base import LogWriter, prompt_text, record
+from .base import Clock, LogWriter, Sink, prompt_text, record
 
 if TYPE_CHECKING:
-    from ..config import Fault
+    from ..config import Fault, SimConfig
     from ..model import SimRequest
     from ..scheduler import StatsSnapshot
 
@@ -49,6 +50,36 @@ def oom_message(rng_alloc: float, total: float, free_mib: float) -> str:
     )
 
 
+def watchdog_lines(clock: Clock, rng: random.Random, t: float, fault: Fault, ranks: int) -> str:
+    """PyTorch C++ NCCL watchdog output of every rank (never prefixed by vLLM)."""
+    ms = int(fault.timeout_s * 1000)
+    ran = ms + 31
+    seq = 8 + int(rng.random() * 90000)
+    numel = 4096 * 256
+    out = []
+    frac = rng.random() * 0.9
+    for rank in range(ranks):
+        g = clock.glog(t + frac + 0.000173 * rank)
+        work = (f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn={numel}, NumelOut={numel}, "
+                f"Timeout(ms)={ms})")
+        out += [
+            f"[rank{rank}]:[{g} ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog caught collective operation "
+            f"timeout: {work} ran for {ran} milliseconds before timing out.",
+            f"[rank{rank}]:[{g} ProcessGroupNCCL.cpp:1664] [PG 3 Rank {rank}] Exception (either an error or "
+            f"timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq}, last completed NCCL "
+            f"work: {seq - 1}.",
+            f"[rank{rank}]:[{g} ProcessGroupNCCL.cpp:621] [Rank {rank}] Some NCCL operations have failed or timed "
+            "out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+            "corrupted/incomplete data.",
+            f"[rank{rank}]:[{g} ProcessGroupNCCL.cpp:627] [Rank {rank}] To avoid data inconsistency, we are "
+            "taking the entire process down.",
+            f"[rank{rank}]:[{g} ProcessGroupNCCL.cpp:1515] [PG 3 Rank {rank}] Process group watchdog thread "
+            f"terminated with exception: [Rank {rank}] Watchdog caught collective operation timeout: {work} ran "
+            f"for {ran} milliseconds before timing out.",
+        ]
+    return "\n".join(out) + "\n"
+
+
 class V0Writer(LogWriter):
     """V0 `AsyncLLMEngine` server (0.6.1): request logger on, `Finished request` lines, stats every 5 s."""
 
@@ -59,7 +90,7 @@ class V0Writer(LogWriter):
     stats_periodic = False
     max_log_len = 100
 
-    def __init__(self, cfg, sink) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, cfg: SimConfig, sink: Sink) -> None:
         super().__init__(cfg, sink)
         self.tp = cfg.engine.tensor_parallel_size
 
@@ -366,38 +397,9 @@ class V0Writer(LogWriter):
         """The driver cannot hand work to a stuck worker (shm_broadcast, 0.5.1–0.8.1 wording)."""
         self.line(t, "WARNING", "shm_broadcast.py:386", "No available block found in 60 second. ")
 
-    def watchdog_lines(self, t: float, fault: Fault) -> str:
-        """PyTorch C++ NCCL watchdog output of every rank (never prefixed)."""
-        ms = int(fault.timeout_s * 1000)
-        ran = ms + 31
-        seq = 8 + int(self.rng.random() * 90000)
-        numel = 4096 * 256
-        out = []
-        frac = self.rng.random() * 0.9
-        for rank in range(max(2, self.tp)):
-            g = self.clock.glog(t + frac + 0.000173 * rank)
-            work = (f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn={numel}, NumelOut={numel}, "
-                    f"Timeout(ms)={ms})")
-            out += [
-                f"[rank{rank}]:[{g} ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog caught collective operation "
-                f"timeout: {work} ran for {ran} milliseconds before timing out.",
-                f"[rank{rank}]:[{g} ProcessGroupNCCL.cpp:1664] [PG 3 Rank {rank}] Exception (either an error or "
-                f"timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq}, last completed NCCL "
-                f"work: {seq - 1}.",
-                f"[rank{rank}]:[{g} ProcessGroupNCCL.cpp:621] [Rank {rank}] Some NCCL operations have failed or timed "
-                "out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
-                "corrupted/incomplete data.",
-                f"[rank{rank}]:[{g} ProcessGroupNCCL.cpp:627] [Rank {rank}] To avoid data inconsistency, we are "
-                "taking the entire process down.",
-                f"[rank{rank}]:[{g} ProcessGroupNCCL.cpp:1515] [PG 3 Rank {rank}] Process group watchdog thread "
-                f"terminated with exception: [Rank {rank}] Watchdog caught collective operation timeout: {work} ran "
-                f"for {ran} milliseconds before timing out.",
-            ]
-        return "\n".join(out) + "\n"
-
     def on_nccl_watchdog(self, t: float, fault: Fault) -> float:
         """Watchdog on every rank, then the worker dies with SIGABRT."""
-        self.raw(t, self.watchdog_lines(t, fault))
+        self.raw(t, watchdog_lines(self.clock, self.rng, t, fault, max(2, self.tp)))
         return t + 0.4
 
     def death_traceback(self, cause: str) -> list[str]:
