@@ -145,6 +145,8 @@ def build_config(
         max_requests=max_requests, max_lines=max_lines, log_outputs=log_outputs,
     )
     sc.build(cfg)
+    if duration_s is None and (max_requests is not None or max_lines is not None):
+        cfg.duration_s = 1e9  # sized by requests/lines: arrivals stop on the count, not the clock
     if rate is not None:
         cfg.workload.rate = rate
     if faults:

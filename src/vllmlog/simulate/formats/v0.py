@@ -358,9 +358,9 @@ class V0Writer(LogWriter):
             + SAMPLING_V0.format(max_tokens=req.max_tokens)
             + f", prompt_token_ids: {self._token_ids(req.prompt)}, lora_request: None, prompt_adapter_request: None.",
         )
-        if req.stream:
-            self.sink.emit(t, self.access(req, 200))
         self.line(t, "INFO", "async_llm_engine.py:201", f"Added request {req.rid}.")
+        if req.stream:  # the streaming response starts once the engine has the request
+            self.sink.emit(t, self.access(req, 200))
 
     def on_finish(self, t: float, req: SimRequest) -> None:
         """`Finished request` (+ the access line of a non-streaming request)."""
