@@ -13,7 +13,7 @@ from .model import Event
 from .parsing.parser import LineParser
 
 BATCH_LINES = 8192
-BLOCK_BYTES = 4 << 20
+BLOCK_BYTES = 1 << 20
 
 
 @dataclass
@@ -139,15 +139,86 @@ def iter_jsonl(
         st.lines_in_events += parser.covered
 
 
+def default_jobs() -> int:
+    """Worker processes for one large plain file: the usable cores, at most 4."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        n = os.cpu_count() or 1
+    return max(1, min(n, 4))
+
+
+def _parallel(path: str, year: int | None, st: ParseStats, jobs: int, fd: int | None, keep_text: bool,
+              progress: Callable[[int], None] | None) -> None:
+    from .parsing import parallel
+
+    ist = InputStats(path)
+    st.inputs.append(ist)
+    kinds, unknown, first, covered = parallel.merge(
+        parallel.run(path, year=year, jobs=jobs, fd=fd, keep_text=keep_text, progress=progress), ist)
+    st.lines += ist.lines
+    st.kinds.update(kinds)
+    st.unknown_templates.update(unknown)
+    for k, ln in first.items():
+        st.template_first_line.setdefault(k, (path, ln))
+    st.events += sum(kinds.values())
+    st.lines_in_events += covered
+
+
+def write_jsonl(
+    paths: Sequence[str] | str,
+    fd: int,
+    *,
+    year: int | None = None,
+    stats: ParseStats | None = None,
+    keep_text: bool = True,
+    progress: Callable[[int], None] | None = None,
+    jobs: int | None = None,
+) -> ParseStats:
+    """Parse inputs and write their JSON lines to file descriptor ``fd``; large plain files use ``jobs`` processes."""
+    from .parsing import parallel
+
+    st = stats if stats is not None else ParseStats()
+    if isinstance(paths, str):
+        paths = [paths]
+    for p in paths:
+        check_path(p)
+    jobs = default_jobs() if jobs is None else jobs
+    for path in paths:
+        if jobs > 1 and parallel.usable(path):
+            _parallel(path, year, st, jobs, fd, keep_text, progress)
+            continue
+        for chunk in iter_jsonl(path, year=year, stats=st, keep_text=keep_text, progress=progress):
+            data = memoryview(chunk.encode())
+            while data:
+                data = data[os.write(fd, data):]
+    return st
+
+
 def count(
     paths: Sequence[str] | str,
     *,
     year: int | None = None,
     stats: ParseStats | None = None,
     progress: Callable[[int], None] | None = None,
+    jobs: int | None = 1,
 ) -> ParseStats:
     """Parse inputs only to count kinds and unknown templates (what ``vllmlog parse --stats`` prints)."""
+    from .parsing import parallel
+
     st = stats if stats is not None else ParseStats()
+    if isinstance(paths, str):
+        paths = [paths]
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs > 1 and any(parallel.usable(p) for p in paths):
+        for p in paths:
+            check_path(p)
+        for p in paths:
+            if parallel.usable(p):
+                _parallel(p, year, st, jobs, None, False, progress)
+            else:
+                count(p, year=year, stats=st, progress=progress, jobs=1)
+        return st
     for parser, ist, blocks in _parsers(paths, year, st, False, BLOCK_BYTES):
         done_bytes = 0
         for first, lines in blocks:

@@ -8,7 +8,7 @@ import orjson
 import typer
 from rich.table import Table
 
-from ..reader import ParseStats, count, iter_jsonl
+from ..reader import ParseStats, count, write_jsonl
 from ._app import app
 from .common import JsonOpt, OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt, progress_bar, stdout_console
 
@@ -22,6 +22,7 @@ def parse_cmd(
     output: OptStr = OutOpt,
     year: OptInt = YearOpt,
     top: int = typer.Option(20, "--top", help="How many unknown templates --stats lists."),
+    jobs: OptInt = typer.Option(None, "--jobs", "-j", help="Processes for a large plain file (default: usable cores, at most 4; 1 = no parallelism)."),
 ) -> None:
     """Parse vLLM logs into typed events: every line lands in exactly one event."""
     st = ParseStats()
@@ -29,11 +30,10 @@ def parse_cmd(
     try:
         with progress_bar(logs) as prog:
             if stats and not jsonl:
-                count(logs, year=year, stats=st, progress=prog)
+                count(logs, year=year, stats=st, progress=prog, jobs=jobs)
             else:
-                write = out.write
-                for chunk in iter_jsonl(logs, year=year, stats=st, progress=prog):
-                    write(chunk.encode())
+                out.flush()
+                write_jsonl(logs, out.fileno(), year=year, stats=st, progress=prog, jobs=jobs)
     except BrokenPipeError:
         return
     finally:

@@ -233,3 +233,9 @@ def convert(name: str, raw: str | None) -> Any:
     if spec is None:
         return raw
     return CONVERTERS[spec[0]](raw)
+
+
+def converter(name: str) -> Callable[[str], Any] | None:
+    """The converter of a catalogued field name (None: keep the raw string)."""
+    spec = FIELDS.get(name)
+    return None if spec is None else CONVERTERS[spec[0]]

@@ -112,21 +112,22 @@ class LineParser:
                 pass
         vllm_match = VLLM.match
         fast = _FAST_DECODE.match
+        app = out.append if out is not None else None
+        keep = self.keep_text
         file = self.file
         fjson = _jstr(file)
         n_fast = 0
         n = 0
         for lineno, text in lines:
             n += 1
-            if not self._prev_cr and text[:1] == "I":
+            if text[:1] == "I" and not self._prev_cr:
                 fm = fast(text)
                 if fm is not None:
                     # the dominant handbook line: one regex, no record, no dict lookups
-                    cur = self._cur
-                    if cur is not None:
-                        emit(self._finish(cur))
+                    if self._cur is not None:
+                        emit(self._finish(self._cur))
                         self._cur = None
-                    tkey = fm.group(1)
+                    tkey, src, step, rid, bs, kv = fm.groups()
                     if tkey != self._fkey:
                         fts = self._ts(tkey[:2], tkey[3:5], tkey[6:8], tkey[9:11], tkey[12:14])
                         self._fkey = tkey
@@ -136,20 +137,18 @@ class LineParser:
                         self.last_ts = self._fts
                     n_fast += 1
                     if mode == 1:
-                        src, step, rid, bs, kv = fm.group(2, 3, 4, 5, 6)
-                        kvr = float(kv) / 100.0
-                        out.append(  # type: ignore[union-attr]
+                        kvj = _KV_JSON.get(kv) or repr(float(kv) / 100.0)
+                        app(
                             f'{{"file":{fjson},"line":{lineno},"line_end":{lineno},"ts":{self._fiso},"level":"INFO",'
                             f'"process":null,"source":"{src}","kind":"decode_step","request_id":"{rid}",'
-                            f'"fields":{{"step":{int(step)},"batch_size":{int(bs)},"kv_cache_usage":{kvr!r}}},'
-                            f'"text":"{text if self.keep_text else ""}"}}\n'
+                            f'"fields":{{"step":{step.lstrip("0") or "0"},"batch_size":{bs.lstrip("0") or "0"},"kv_cache_usage":{kvj}}},'
+                            f'"text":"{text if keep else ""}"}}\n'
                         )
                     elif mode == 0:
-                        src, step, rid, bs, kv = fm.group(2, 3, 4, 5, 6)
-                        out.append(Event(  # type: ignore[union-attr]
+                        app(Event(
                             file, lineno, lineno, self._fts, "INFO", None, src, "decode_step", rid,
                             {"step": int(step), "batch_size": int(bs), "kv_cache_usage": float(kv) / 100.0},
-                            text if self.keep_text else "", "handbook.decode_step", None, False,
+                            text if keep else "", "handbook.decode_step", None, False,
                         ))
                     continue
             cr = False
@@ -190,12 +189,11 @@ class LineParser:
                     s = s[: m.start()]
             m = vllm_match(s) if c0 in "DIWECF" else None
             if m is not None:
-                level = m.group(1)
-                level = _LEVEL_NORM.get(level, level)
-                src = m.group(7)
-                msg = m.group(8)
-                ts = self._ts(m.group(2), m.group(3), m.group(4), m.group(5), m.group(6))
-                key = (process, level, m.group(2), m.group(4), m.group(5), m.group(6), src)
+                level, mo, dd, hh, mi, ss, src, msg = m.groups()
+                if level in _LEVEL_NORM:
+                    level = _LEVEL_NORM[level]
+                ts = self._ts(mo, dd, hh, mi, ss)
+                key = (process, level, mo, hh, mi, ss, src)
                 cur = self._cur
                 if cur is not None and cur.env and cur.key[0] == process and (
                     (self._prev_cr and cur.key == key)
@@ -497,9 +495,12 @@ _CPP_LEVEL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL"}
 PYWARN = re.compile(r"\.py:\d+: \w*Warning: ")
 
 _FAST_DECODE = re.compile(
-    r"INFO (\d\d-\d\d \d\d:\d\d:\d\d) \[?([\w./-]+:\d+)\] Decode step (\d+) for ([\w.:-]+?)\. "
-    r"Batch size: (\d+), KV cache usage: (\d+(?:\.\d+)?)%\Z"
+    # no lazy quantifiers (3-4x faster); the classes exclude what JSON would have to escape, so the fast
+    # path can write the line's parts into JSON verbatim
+    r'INFO (\d\d-\d\d \d\d:\d\d:\d\d) \[?([^\]\s"\\\x00-\x1f]+:\d+)\] Decode step ([0-9]+) for ([^\s"\\\x00-\x1f]+)\. '
+    r"Batch size: ([0-9]+), KV cache usage: ([0-9]+(?:\.[0-9]+)?)%\Z"
 )
+_KV_JSON = {str(i): repr(i / 100.0) for i in range(101)}
 
 
 def _jstr(s: str) -> str:

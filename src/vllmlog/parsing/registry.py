@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .fields import convert
+from .fields import converter
 
 Post = Callable[[dict[str, Any]], None]
 
@@ -42,6 +42,8 @@ class LinePattern:
     dynamic_fields: bool = False
     """True when ``post`` adds one field per ``Label: value`` pair it finds (names not fixed in advance)."""
     compiled: re.Pattern[str] = field(init=False, repr=False)
+    _groups: list[tuple[int, str, Callable[[str], Any] | None]] = field(init=False, repr=False)
+    _rid: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.prefix:
@@ -49,6 +51,12 @@ class LinePattern:
         if self.prefix is None and self.contains is None:
             raise ValueError(f"pattern {self.id} needs a prefix or a contains literal")
         self.compiled = re.compile(self.regex)
+        # (group index, field name, converter) once, instead of a catalogue lookup per match
+        self._groups = [
+            (i, k, converter(k)) for k, i in sorted(self.compiled.groupindex.items(), key=lambda kv: kv[1])
+            if k != "request_id" and not k.startswith("_")
+        ]
+        self._rid = self.compiled.groupindex.get("request_id", 0)
 
     def match(self, msg: str) -> tuple[str | None, dict[str, Any]] | None:
         """Match a message; return ``(request_id, typed fields)`` or None."""
@@ -57,13 +65,13 @@ class LinePattern:
         m = self.compiled.match(msg) if self.prefix is not None else self.compiled.search(msg)
         if m is None:
             return None
-        rid = None
+        rid = m.group(self._rid) if self._rid else None
         out: dict[str, Any] = {}
-        for k, v in m.groupdict().items():
-            if k == "request_id":
-                rid = v
-            elif v is not None and not k.startswith("_"):
-                out[k] = convert(k, v)
+        g = m.groups()
+        for i, k, conv in self._groups:
+            v = g[i - 1]
+            if v is not None:
+                out[k] = conv(v) if conv is not None else v
         if self.post is not None:
             self.post(out)
             rid = out.pop("request_id", rid)
@@ -98,7 +106,7 @@ class Registry:
 
     def match(self, msg: str) -> tuple[LinePattern, str | None, dict[str, Any]] | None:
         """Find the first pattern matching a message."""
-        cands = self._by_word.get(_first_word(msg))
+        cands = self._by_word.get(msg.partition(" ")[0])
         if cands:
             for p in cands:
                 if msg.startswith(p.prefix):  # type: ignore[arg-type]

@@ -1,0 +1,270 @@
+"""Parse one large plain file on several cores, keeping the output byte-for-byte what one process writes.
+
+The file is cut into chunks at *safe boundaries*: a line that certainly starts a new record whatever came
+before it — a vLLM-enveloped line whose message a pattern recognises, that is not part of a traceback, and
+whose previous line does not end in ``\\r`` (NewLineFormatter's continuation mark). At such a line the
+sequential parser would finish the open record, so a worker can start there with an empty state. The parent
+counts newlines to give every chunk its first line number, and carries the year across chunks (Dec → Jan
+rollover between chunk boundaries). Workers write their JSON lines straight to the output file descriptor,
+in chunk order (a turn counter), so no event crosses a pipe; only small counters come back.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from ..ingest import MAX_LINE, InputStats
+from .envelope import is_tb_continuation
+from .parser import LineParser
+from .registry import MESSAGES
+
+CHUNK_BYTES = 8 << 20
+MIN_PARALLEL_BYTES = 32 << 20
+_BOUNDARY = re.compile(
+    rb"(?:\([^()\x1b]*?\bpid=\d+[^()\x1b]*\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-\d\d \d\d:\d\d:\d\d \[?[^\]\s]+:\d+\] "
+)
+_SCAN = 1 << 20
+
+
+@dataclass
+class ChunkResult:
+    """What one worker reports back for its chunk."""
+
+    index: int
+    lines: int = 0
+    covered: int = 0
+    bytes: int = 0
+    invalid_utf8_lines: int = 0
+    truncated_lines: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    unknown_templates: Counter[str] = field(default_factory=Counter)
+    template_lines: dict[str, int] = field(default_factory=dict)
+
+
+def usable(path: str) -> bool:
+    """True when ``path`` is a plain (not gzip) regular file big enough to be worth splitting."""
+    if path == "-":
+        return False
+    try:
+        st = os.stat(path)
+        if not os.path.isfile(path) or st.st_size < MIN_PARALLEL_BYTES:
+            return False
+        with open(path, "rb") as f:
+            return f.read(2) != b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def _safe_line(line: bytes, prev: bytes) -> int | None:
+    """Month of ``line`` if it is a safe chunk boundary, else None."""
+    if prev.endswith(b"\r"):
+        return None
+    m = _BOUNDARY.match(line)
+    if m is None:
+        return None
+    try:
+        msg = line[m.end():].decode("utf-8").rstrip("\r")
+    except UnicodeDecodeError:
+        return None
+    if not msg or is_tb_continuation(msg) or MESSAGES.match(msg) is None:
+        return None
+    return int(m.group(1))
+
+
+def plan(path: str, chunk: int = CHUNK_BYTES) -> list[tuple[int, int, int]]:
+    """``[(start_offset, end_offset, month_at_start)]`` covering the file; month 0 = unknown (first chunk)."""
+    size = os.path.getsize(path)
+    cuts: list[tuple[int, int]] = [(0, 0)]
+    with open(path, "rb") as f:
+        target = chunk
+        while target < size:
+            f.seek(target)
+            buf = f.read(_SCAN)
+            nl = buf.find(b"\n")
+            found = None
+            while nl >= 0 and nl + 1 < len(buf):
+                end = buf.find(b"\n", nl + 1)
+                if end < 0:
+                    break
+                prev_start = buf.rfind(b"\n", 0, nl) + 1
+                month = _safe_line(buf[nl + 1:end], buf[prev_start:nl])
+                if month is not None and prev_start > 0:
+                    found = (target + nl + 1, month)
+                    break
+                nl = end
+            if found is None:
+                target += _SCAN
+                continue
+            cuts.append(found)
+            target = found[0] + chunk
+    out = []
+    for i, (start, month) in enumerate(cuts):
+        end = cuts[i + 1][0] if i + 1 < len(cuts) else size
+        out.append((start, end, month))
+    return out
+
+
+def _line_starts(path: str, spans: list[tuple[int, int, int]]) -> list[int]:
+    """First line number of every chunk (newlines counted by the parent, a fast C scan)."""
+    firsts = []
+    n = 0
+    with open(path, "rb") as f:
+        for start, end, _ in spans:
+            firsts.append(n + 1)
+            f.seek(start)
+            left = end - start
+            while left > 0:
+                b = f.read(min(left, 16 << 20))
+                if not b:
+                    break
+                n += b.count(b"\n")
+                left -= len(b)
+    return firsts
+
+
+# ------------------------------------------------------------------ worker side
+_W: dict[str, Any] = {}
+
+
+def _init(turn: Any, cond: Any, fd: int | None) -> None:
+    _W["turn"], _W["cond"], _W["fd"] = turn, cond, fd
+
+
+def _work(task: tuple[int, str, int, int, int, int, int, int, bool, int]) -> ChunkResult:
+    idx, path, start, end, first, year, month, hint, keep_text, mode = task
+    res = ChunkResult(idx)
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read(end - start)
+    res.bytes = len(data)
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    try:
+        lines = data.decode("utf-8").split("\n") if data or end > start else []
+    except UnicodeDecodeError:
+        lines = []
+        for b in data.split(b"\n"):
+            try:
+                lines.append(b.decode("utf-8"))
+            except UnicodeDecodeError:
+                res.invalid_utf8_lines += 1
+                lines.append(b.decode("utf-8", "replace"))
+    if len(data) > MAX_LINE:
+        for i, x in enumerate(lines):
+            if len(x) > MAX_LINE:
+                res.truncated_lines += 1
+                lines[i] = x[:MAX_LINE]
+    del data
+    p = LineParser(path, year, keep_text=keep_text)
+    if hint:
+        p.end_hint(hint)
+    if month:
+        p._last_month = month  # the chunk starts mid-file: no mtime hint, rollover relative to its first month
+    it = zip(range(first, first + len(lines)), lines)
+    if mode == 1:
+        out = p.feed_jsonl(it) + p.close_jsonl()
+    else:
+        p.feed_count(it)
+        p.close()
+        out = ""
+    del lines
+    res.lines = p.lines
+    res.covered = p.covered
+    res.kinds = p.kinds
+    res.unknown_templates = p.unknown_templates
+    res.template_lines = {k: v for k in p.unknown_templates if (v := p.template_example_line(k)) is not None}
+    if mode == 1:
+        payload = out.encode()
+        del out
+        turn, cond, fd = _W["turn"], _W["cond"], _W["fd"]
+        with cond:
+            while turn.value != idx:
+                cond.wait(1.0)
+        try:
+            view = memoryview(payload)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+        finally:
+            with cond:
+                turn.value = idx + 1
+                cond.notify_all()
+    return res
+
+
+# ------------------------------------------------------------------ parent side
+def _first_year(path: str, year: int | None) -> tuple[int, int]:
+    """(year, month) the sequential parser reaches at the file's first timestamp."""
+    from ..reader import mtime_of
+
+    mt = mtime_of(path)
+    p = LineParser(path, year if year is not None else mt.year, keep_text=False)
+    if year is None:
+        p.end_hint(mt.month)
+    with open(path, "rb") as f:
+        head = f.read(1 << 20).decode("utf-8", "replace").split("\n")[:-1]
+    p.feed_count(zip(range(1, len(head) + 1), head))
+    return p.year, p._last_month
+
+
+def run(
+    path: str,
+    *,
+    year: int | None,
+    jobs: int,
+    fd: int | None,
+    keep_text: bool = True,
+    progress: Callable[[int], None] | None = None,
+    chunk: int = CHUNK_BYTES,
+) -> Iterator[ChunkResult]:
+    """Parse ``path`` with ``jobs`` processes; JSON lines go to ``fd`` (None: count only). Yields chunk results in order."""
+    spans = plan(path, chunk)
+    firsts = _line_starts(path, spans)
+    y0, m0 = _first_year(path, year)
+    from ..reader import mtime_of
+
+    mt = mtime_of(path)
+    mode = 1 if fd is not None else 2
+    tasks = []
+    y, last = y0, m0
+    for i, ((start, end, month), first) in enumerate(zip(spans, firsts)):
+        if i == 0:  # exactly what the sequential parser does at the file's start
+            tasks.append((i, path, start, end, first, year if year is not None else mt.year, 0,
+                          mt.month if year is None else 0, keep_text, mode))
+            continue
+        if last == 12 and month == 1:
+            y += 1
+        last = month
+        tasks.append((i, path, start, end, first, y, month, 0, keep_text, mode))
+    ctx = mp.get_context("fork")
+    turn = ctx.Value("i", 0)
+    cond = ctx.Condition()
+    with ctx.Pool(jobs, initializer=_init, initargs=(turn, cond, fd)) as pool:
+        for res in pool.imap(_work, tasks, chunksize=1):
+            if progress is not None:
+                progress(res.bytes)
+            yield res
+
+
+def merge(results: list[ChunkResult] | Iterator[ChunkResult], ist: InputStats) -> tuple[Counter[str], Counter[str], dict[str, int], int]:
+    """Fold chunk results into one input's stats: (kinds, unknown templates, first line per template, covered)."""
+    kinds: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    covered = 0
+    for r in results:
+        ist.lines += r.lines
+        ist.bytes += r.bytes
+        ist.invalid_utf8_lines += r.invalid_utf8_lines
+        ist.truncated_lines += r.truncated_lines
+        kinds.update(r.kinds)
+        unknown.update(r.unknown_templates)
+        for k, v in r.template_lines.items():
+            first.setdefault(k, v)
+        covered += r.covered
+    return kinds, unknown, first, covered
