@@ -112,7 +112,9 @@ class EngineHang(Rule):
                 yield self.finding(
                     f"{len(lone)} hang timeout line(s): {e.message[:150]}"
                     + (" (during start-up: often slow compilation or weight loading)" if startup else ""),
-                    severity=Severity.INFO if startup else Severity.WARNING,
+                    severity=Severity.INFO if startup else (Severity.ERROR if len(lone) >= 2 or
+                                                            any(x.kind != "shm_broadcast_timeout" for x in lone)
+                                                            else Severity.WARNING),
                     title="Engine process waited on a stuck peer",
                     evidence=u.dedupe([u.first(x) for x in lone[:4]]), first_seen=e.ts, last_seen=lone[-1].ts,
                     count=len(lone), file=v.file, process=e.process, server=v.index,

@@ -34,6 +34,7 @@ class QueueBacklog(Rule):
         for v in u.servers(run):
             cap = u.num(u.arg(v, "max_num_seqs"))
             found: list[list] = []
+            drained: dict[int, bool] = {}
             for samples in v.by_engine().values():
                 interval = u.interval_s(samples)
                 for st in u.stretches(samples, lambda s: (s.waiting or 0) >= int(options["min_waiting"])):
@@ -47,6 +48,11 @@ class QueueBacklog(Rule):
                     big = (st[0].waiting or 0) >= max(run_vals or [0])
                     if dur >= wait_s or (growing and pinned and big):
                         found.append(st)
+                        # a burst that drains steadily (Waiting only falls, then 0) is queueing, not a backlog
+                        nxt = samples[samples.index(st[-1]) + 1] if samples.index(st[-1]) + 1 < len(samples) else None
+                        w = [s.waiting or 0 for s in st]
+                        drained[id(st)] = (nxt is not None and (nxt.waiting or 0) == 0
+                                           and all(b <= a for a, b in zip(w, w[1:])) and dur < 2 * wait_s)
             hb = [e for e in v.of("queue_wait_exceeded") if not v.in_shutdown(e.line)]
             rejected = [e for e in v.of("request_rejected") if not v.in_shutdown(e.line)]
             slow_j = [j for j in run.journeys if j.file == v.file and j.server == v.index
@@ -95,9 +101,13 @@ class QueueBacklog(Rule):
             rem.append("add replicas or admission control / rate limiting in front of vLLM so offered concurrency "
                        "matches what one replica serves")
             rem.append("set client timeouts — a disconnecting client is the only way a queued request expires")
+            only_drains = bool(found) and all(drained.get(id(st)) for st in found) and not (rejected or hb or slow_j)
+            if only_drains:
+                parts.append("then drained")
             yield self.finding(
                 "; ".join(parts) + ".", evidence=u.dedupe(evid, limit=16),
-                severity=Severity.ERROR if rejected else self.severity, first_seen=first, last_seen=last,
+                severity=Severity.ERROR if rejected else (Severity.INFO if only_drains else self.severity),
+                title=self.title if not only_drains else "Burst queued, then drained", first_seen=first, last_seen=last,
                 count=max(len(samples_all), len(hb), len(slow_j)), file=v.file,
                 process=samples_all[0].process if samples_all else (hb[0].process if hb else None), server=v.index,
                 root_cause="Requests arrive faster than the engine finishes them: the running batch is at its cap "
