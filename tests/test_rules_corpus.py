@@ -55,6 +55,7 @@ def test_incident(label) -> None:
         assert [f.code for f in fs if f.severity >= Severity.WARNING] == []
         return
     assert top is not None and top.category == d["category"], [(f.code, f.category, f.severity.label) for f in fs]
+    assert top.severity >= Severity.WARNING
     got = {e.line for e in top.evidence}
     assert set(d["evidence_line_numbers"]) <= got, sorted(set(d["evidence_line_numbers"]) - got)
     assert len(top.evidence) <= 24
@@ -66,6 +67,7 @@ def test_fault(name) -> None:
     log = next((CORPUS / "vllm-cpu-faults").glob(f"{name}-*.log"))
     fs, top = _top(log)
     assert top is not None and top.category == truth["category"], [(f.code, f.category, f.severity.label) for f in fs]
+    assert top.severity >= Severity.WARNING
     want = [n for key in FAULT_LINES[name] for n in _lines(truth["signature_lines"][key])]
     got = {e.line for e in top.evidence}
     assert set(want) <= got, sorted(set(want) - got)
@@ -79,6 +81,7 @@ def test_vllm_cpu(key) -> None:
         assert [f.code for f in fs if f.severity >= Severity.WARNING] == [], [f.message for f in fs]
     else:
         assert top is not None and top.category in CPU[key], [(f.code, f.category, f.severity.label) for f in fs]
+        assert top.severity >= Severity.WARNING
 
 
 def test_shutdown_noise_is_not_an_incident() -> None:

@@ -88,7 +88,11 @@ class EngineDead(Rule):
                             "The EngineCore process was killed from outside (no Python traceback): OOM killer, a signal, "
                             "or the container runtime." if root.kind == "engine_core_died" and pri is root else
                             f"The engine raised {str(exc_t or 'an exception').rsplit('.', 1)[-1]} and shut down."),
-                remediation=_FIX.get(key, "Read the first exception of the engine process (first evidence line); check "
+                remediation=_FIX.get(key, "Find who killed the EngineCore: `dmesg -T | grep -iE 'killed process|out of memory'` "
+                                          "(OOM killer), the container runtime's events (OOMKilled, eviction), any "
+                                          "`kill -9` from scripts; run vLLM under a supervisor that restarts it."
+                                     if root.kind == "engine_core_died" and pri is root else
+                                     "Read the first exception of the engine process (first evidence line); check "
                                           "`dmesg -T` for OOM kills or Xid errors; run vLLM under a supervisor that "
                                           "restarts it (systemd `Restart=always`, Kubernetes liveness probe)."),
                 data={"failed_requests": am.failed_requests, "http_5xx": am.http_5xx, "exc_type": exc_t},

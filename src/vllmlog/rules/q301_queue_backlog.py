@@ -51,8 +51,8 @@ class QueueBacklog(Rule):
                         # a burst that drains steadily (Waiting only falls, then 0) is queueing, not a backlog
                         nxt = samples[samples.index(st[-1]) + 1] if samples.index(st[-1]) + 1 < len(samples) else None
                         w = [s.waiting or 0 for s in st]
-                        drained[id(st)] = (nxt is not None and (nxt.waiting or 0) == 0
-                                           and all(b <= a for a, b in zip(w, w[1:])) and dur < 2 * wait_s)
+                        drained[id(st)] = (nxt is not None and (nxt.waiting or 0) == 0 and len(w) >= 2
+                                           and all(b < a for a, b in zip(w, w[1:])) and dur < 2 * wait_s)
             hb = [e for e in v.of("queue_wait_exceeded") if not v.in_shutdown(e.line)]
             rejected = [e for e in v.of("request_rejected") if not v.in_shutdown(e.line)]
             slow_j = [j for j in run.journeys if j.file == v.file and j.server == v.index

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator
 
 from ..run import Run
@@ -9,6 +10,21 @@ from . import _util as u
 from .base import Finding, Rule, Severity
 from .r601_request_too_long import rejected_share
 from .registry import register
+
+
+_PARAM = re.compile(r"parameter=(\w+)|\b(temperature|top_p|top_k|min_p|max_tokens|logprobs|n|best_of|presence_penalty|"
+                    r"frequency_penalty|repetition_penalty|seed|stop|response_format|tools?)\b must")
+_MAX = re.compile(r"max allowed: (\d+)|more than (\d+) logprobs")
+
+
+def _reason(e) -> str:
+    """The parameter a rejection names (``logprobs``), else the parser's reason."""
+    m = _PARAM.search(e.text)
+    if m:
+        return m.group(1) or m.group(2)
+    if "RequestValidationError" in str(e.fields.get("exc_type") or ""):
+        return "request body validation"
+    return str(e.fields.get("reason") or e.fields.get("param") or "invalid parameters")
 
 
 def bad_param_events(v: u.ServerView) -> list:
@@ -46,10 +62,11 @@ class BadRequestParams(Rule):
             if len(evs) < int(options["min_count"]):
                 continue
             access = [e for e in v.events if e.kind == "http_access" and e.fields.get("http_status") in (400, 422)]
-            reasons = sorted({str(e.fields.get("reason") or e.fields.get("param") or "validation") for e in evs
-                              if e.kind != "request_exception"})
+            reasons = sorted({_reason(e) for e in evs if e.kind != "request_exception"})
             logprobs = [e for e in evs if e.fields.get("reason") == "logprobs" or "logprobs" in e.text]
             lim = next((u.num(e.fields.get("limit")) for e in logprobs if e.fields.get("limit")), None)
+            if lim is None:
+                lim = next((float(m.group(1)) for e in logprobs for m in [_MAX.search(e.text)] if m), None)
             n = max(len(evs), len(access))
             share = rejected_share(run, n)
             main = [e for e in evs if e.kind != "request_exception"] or evs
