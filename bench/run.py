@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Throughput and peak memory of ``vllmlog parse`` on generated logs (not part of the unit tests).
+
+    python bench/run.py [--lines 1000000 5000000] [--repeat 3] [--dir /tmp/vllmlog-bench] [--out bench/RESULTS.md]
+
+For each size it writes a deterministic log with ``bench/make_log.py`` (once; kept in --dir), then times,
+``--repeat`` times each, whole processes under ``/usr/bin/time`` (wall, CPU, peak RSS of the process tree):
+
+* ``vllmlog parse FILE > /dev/null``          — JSON lines, default processes
+* ``vllmlog parse -j 1 FILE > /dev/null``     — JSON lines, one process
+* ``vllmlog parse --stats FILE``              — counts only, default processes
+
+The best wall time of the repeats is reported (the machine is shared; the load average before each run is
+recorded next to it), and the results are written as a Markdown table to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from make_log import generate  # noqa: E402
+
+CASES = [
+    ("parse → /dev/null (JSONL, default -j)", ["parse", "--year", "2026"]),
+    ("parse -j 1 → /dev/null (JSONL, one process)", ["parse", "--year", "2026", "-j", "1"]),
+    ("parse --stats (default -j)", ["parse", "--stats", "--year", "2026"]),
+]
+
+
+def _time(cmd: list[str]) -> dict[str, float]:
+    gnu_time = shutil.which("time") or "/usr/bin/time"
+    fmt = "%e %U %S %M"
+    with open(os.devnull, "wb") as null:
+        r = subprocess.run([gnu_time, "-f", fmt] + cmd, stdout=null, stderr=subprocess.PIPE, check=False)
+    last = r.stderr.decode().strip().splitlines()[-1]
+    m = re.match(r"([\d.]+) ([\d.]+) ([\d.]+) (\d+)", last)
+    if r.returncode != 0 or m is None:
+        raise SystemExit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr.decode()[-2000:]}")
+    return {"wall": float(m.group(1)), "user": float(m.group(2)), "sys": float(m.group(3)), "rss_mb": int(m.group(4)) / 1024}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, nargs="+", default=[1_000_000, 5_000_000])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", default="/tmp/vllmlog-bench")
+    ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    a = ap.parse_args(argv)
+    os.makedirs(a.dir, exist_ok=True)
+    exe = [sys.executable, "-m", "vllmlog"]
+    rows = []
+    for n in a.lines:
+        path = Path(a.dir) / f"mixed-{n}.log"
+        if not path.exists():
+            with open(path, "wb") as f:
+                generate(f, n)
+        size_mb = path.stat().st_size / 1e6
+        decode_share = None
+        with open(path, "rb") as f:
+            head = f.read(64 << 20)
+            decode_share = head.count(b"] Decode step ") / max(1, head.count(b"\n"))
+        for label, args in CASES:
+            best = None
+            loads = []
+            for _ in range(a.repeat):
+                loads.append(os.getloadavg()[0])
+                r = _time(exe + args + [str(path)])
+                if best is None or r["wall"] < best["wall"]:
+                    best = r
+            assert best is not None
+            row = {"lines": n, "mb": size_mb, "decode_share": decode_share, "case": label, **best,
+                   "lines_per_s": n / best["wall"], "cpu_lines_per_s": n / max(1e-9, best["user"] + best["sys"]),
+                   "load": min(loads)}
+            rows.append(row)
+            print(f"{n:>9,} lines {label:45s} {best['wall']:6.2f} s  {row['lines_per_s'] / 1e6:5.2f} M lines/s  "
+                  f"cpu {best['user'] + best['sys']:6.2f} s  peak RSS {best['rss_mb']:6.0f} MB  (load {row['load']:.1f})", flush=True)
+    _write(a.out, rows)
+    return 0
+
+
+def _write(out: str, rows: list[dict]) -> None:
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    lines = [
+        "# vllmlog parse — throughput and peak memory",
+        "",
+        f"Measured {now} by `python bench/run.py` on {platform.machine()} with {cpus} usable cores, Python "
+        f"{platform.python_version()}. Logs written by `bench/make_log.py` (handbook journey lines of 8–64 "
+        "interleaved requests, V0 and V1 stats lines, access lines). Whole-process timings under `/usr/bin/time`, "
+        "best wall time of the repeats; peak RSS is the largest process of the tree (parent or worker). "
+        "`load` is the 1-minute load average before the run: the machine is shared with other work, so "
+        "wall times above ~1 are inflated — `CPU lines/s` (lines / (user+sys)) is the steadier figure.",
+        "",
+        "| lines | MB | Decode share | command | wall s | lines/s | CPU s | CPU lines/s | peak RSS MB | load |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['lines']:,} | {r['mb']:.0f} | {r['decode_share']:.1%} | {r['case']} | {r['wall']:.2f} | "
+            f"{r['lines_per_s']:,.0f} | {r['user'] + r['sys']:.2f} | {r['cpu_lines_per_s']:,.0f} | {r['rss_mb']:.0f} | {r['load']:.1f} |"
+        )
+    lines.append("")
+    Path(out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
