@@ -53,10 +53,13 @@ def _fold_consequences(found: list[tuple[Rule, Finding]]) -> None:
     """Mark findings explained by another finding of the same server run and lower their severity."""
     order = sorted(found, key=lambda rf: rf[1].sort_key())
     for rule, f in order:
-        if not rule.consequence_of:
+        # a finding may narrow or widen its rule's list (e.g. KV pressure without preemption)
+        cons = f.data.get("consequence_of", rule.consequence_of)
+        if not cons:
             continue
-        causes = [c for r, c in order if c is not f and c.category in rule.consequence_of and c.file == f.file
-                  and c.server == f.server and c.caused_by is None and int(c.severity) >= int(f.severity) - 1
+        causes = [c for r, c in order if c is not f and c.category in cons and c.file == f.file
+                  and c.server == f.server and c.caused_by is None and c.data.get("can_explain", True)
+                  and int(c.severity) >= int(f.severity) - 1
                   and (c.category in rule.consequence_any_time or _before(c, f))]
         if not causes:
             continue

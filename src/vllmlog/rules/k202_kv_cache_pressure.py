@@ -113,7 +113,10 @@ class KvCachePressure(Rule):
                             "and recomputes them (preemption), wasting work." if preempting else
                             "The KV cache is close to full: the next burst or longer outputs will trigger preemption."),
                 remediation="; ".join(rem) + ".",
-                data={"peak_kv_cache_usage": peak, "kv_caution": caution, "kv_critical": critical,
+                data={"can_explain": preempting or peak >= critical or bool(alloc),
+                      **({} if preempting or peak >= critical or alloc else
+                         {"consequence_of": ("queue_backlog", "engine_hang", "engine_dead", "runtime_oom")}),
+                      "peak_kv_cache_usage": peak, "kv_caution": caution, "kv_critical": critical,
                       "preemption_lines": len(pre), "cumulative_preemptions": cum, "silent_preemption": silent_any,
                       "kv_cache_tokens": kv_tokens, "min_running": floor_run},
             )
