@@ -439,3 +439,13 @@ def test_v1_log_outputs_chat_deltas_match_truth() -> None:
     assert chat_stream and complete == set(chat_stream)
     assert all(deltas[k] == r["output_tokens"] for k, r in chat_stream.items())
     assert not any(k.startswith("cmpl-") for k in deltas)  # 0.32 logs outputs for chat requests only
+
+
+def test_v1_015_preemptions_field_and_coloured_stream_prefix() -> None:
+    text, truth = run("kv-pressure", "v1-0.15", 1, 120.0)
+    plain = ANSI.sub("", text)
+    pre = [int(n) for n in re.findall(r"\] Engine 000: .*, Preemptions: (\d+), GPU KV cache usage: ", plain)]
+    assert pre and sum(pre) <= truth["counts"]["preemptions"]
+    assert re.search(r"^\x1b\[0;36m\(APIServer pid=\d+\)\x1b\[0;0m INFO:     127\.0\.0\.1:\d+ - \"POST ", text, re.M)
+    assert re.search(r"^\x1b\[0;36m\(EngineCore_DP0 pid=\d+\)\x1b\[0;0m Capturing CUDA graphs ", text, re.M)
+    assert "(APIServer pid=" in plain and "[utils.py:325]" in plain and "version 0.15.1" in plain

@@ -31,7 +31,7 @@ def tmp(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 CASES = [(sc, fmt) for sc in SCENARIOS for fmt in ("v1", "handbook")] + [
-    (sc, fmt) for sc in ("kv-pressure", "engine-crash", "nccl-hang") for fmt in ("v0", "v1-0.10")
+    (sc, fmt) for sc in ("kv-pressure", "engine-crash", "nccl-hang") for fmt in ("v0", "v1-0.15", "v1-0.10")
 ]
 
 
@@ -68,7 +68,7 @@ def test_handbook_journeys_recover_the_truth(scenario: str, tmp: str) -> None:
         assert abs((j.arrival_ts - _dt(r["arrival_ts"])).total_seconds()) < 1.0
 
 
-@pytest.mark.parametrize("fmt", ["v1", "v1-0.10", "v0"])
+@pytest.mark.parametrize("fmt", ["v1", "v1-0.15", "v1-0.10", "v0"])
 def test_api_server_journeys_recover_ids_and_outcomes(fmt: str, tmp: str) -> None:
     truth, an = analysed("client-disconnects", fmt, SEED, tmp)
     got = {j.request_id: j for j in an.run.journeys}

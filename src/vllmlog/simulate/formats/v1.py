@@ -65,6 +65,8 @@ class V1Writer(LogWriter):
     name = "v1"
     v1 = True
     version = "0.32.0"
+    logo_where = "api_utils.py:347"
+    args_where = "api_utils.py:286"
     stats_interval = 10.0
     stats_tick = 10.0
     stats_periodic = True
@@ -101,9 +103,19 @@ class V1Writer(LogWriter):
         """Emit a multi-line record (prefix on every line, `\\r` before each inner newline)."""
         self.sink.emit_text(t, record(self.p(t, who, level, where, rank), lines))
 
-    def raw(self, t: float, text: str) -> None:
-        """Lines written around vLLM's formatter (uvicorn, tqdm, tracebacks, C++)."""
+    def raw(self, t: float, text: str, who: str | None = None) -> None:
+        """Lines written around vLLM's formatter (uvicorn, tqdm, tracebacks, C++) by process `who`.
+
+        0.31+ prints them bare; writers for 0.10.1–0.30 override `stream_prefix` (the stdout wrapper).
+        """
+        pre = self.stream_prefix(who)
+        if pre:
+            text = "\n".join(pre + ln if ln else ln for ln in text.rstrip("\n").split("\n"))
         self.sink.emit_text(t, text if text.endswith("\n") else text + "\n")
+
+    def stream_prefix(self, who: str | None) -> str:
+        """Prefix the process's stdout/stderr wrapper adds to raw lines ('' from 0.31 on)."""
+        return ""
 
     def make_ids(self, idx: int, chat: bool) -> tuple[str, str]:
         """0.12+: 16-hex ids; 0.14+: the engine adds `-<8 hex>`."""
@@ -158,13 +170,13 @@ class V1Writer(LogWriter):
         e = self.cfg.engine
         t = t0
         v = self.version
-        self.rec(t, "api", "INFO", "api_utils.py:347", [
+        self.rec(t, "api", "INFO", self.logo_where, [
             "", "       █     █     █▄   ▄█",
             f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {v}",
             f"  █▄█▀ █     █     █     █  model   {e.model}",
             "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀", "",
         ])
-        self.line(t, "api", "INFO", "api_utils.py:286", self.non_default_args())
+        self.line(t, "api", "INFO", self.args_where, self.non_default_args())
         self.line(t, "api", "INFO", "model.py:733", "Resolved architecture: LlamaForCausalLM")
         self.line(t, "api", "INFO", "model.py:2152", f"Using max model len {e.max_model_len}")
         self.line(t, "api", "INFO", "scheduler.py:231",
@@ -188,7 +200,7 @@ class V1Writer(LogWriter):
                       f"ETP rank {r}, EP rank N/A, EPLB rank N/A", r)
         self.line(t + 0.4, "worker", "INFO", "gpu_model_runner.py:4119", f"Starting to load model {e.model}...")
         t += 0.9
-        self.raw(t + 3.1, "\n".join([
+        self.raw(t + 3.1, who="worker", text="\n".join([
             "Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]",
             "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:00<00:02,  1.21it/s]",
             "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:01<00:01,  1.19it/s]",
@@ -216,8 +228,8 @@ class V1Writer(LogWriter):
                   f"GPU KV cache size: {_commas(tokens)} tokens, Maximum concurrency for {_commas(e.max_model_len)} "
                   f"tokens per request: {tokens / e.max_model_len:.2f}x")
         self.raw(t + 5.6, f"Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|{BAR}| 67/67 "
-                          "[00:05<00:00, 12.61it/s]")
-        self.raw(t + 8.1, f"Capturing CUDA graphs (decode, FULL): 100%|{BAR}| 35/35 [00:02<00:00, 14.02it/s]")
+                          "[00:05<00:00, 12.61it/s]", "core")
+        self.raw(t + 8.1, f"Capturing CUDA graphs (decode, FULL): 100%|{BAR}| 35/35 [00:02<00:00, 14.02it/s]", "core")
         t += 8.2
         self.line(t, "worker", "INFO", "gpu_model_runner.py:5037", "Graph capturing finished in 8 secs, took 0.61 GiB")
         self.line(t + 0.1, "core", "INFO", "core.py:402",
@@ -232,7 +244,7 @@ class V1Writer(LogWriter):
         for path, methods in ROUTES_032:
             self.line(t, "api", "INFO", "launcher.py:195", f"Route: {path}, Methods: {methods}")
         self.raw(t, f"INFO:     Started server process [{self.api_pid}]\nINFO:     Waiting for application startup.\n"
-                    "INFO:     Application startup complete.")
+                    "INFO:     Application startup complete.", "api")
         return t + 0.3
 
     def compile_lines(self, t: float) -> float:
@@ -310,7 +322,7 @@ class V1Writer(LogWriter):
         t1 = t + 2.6
         self.worker_gone(t1)
         # the EngineCore child process then dies with the same exception, printed raw by multiprocessing
-        self.raw(t1, "\n".join([
+        self.raw(t1, who="core", text="\n".join([
             "Process EngineCore:",
             "Traceback (most recent call last):",
             '  File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap',
@@ -321,7 +333,7 @@ class V1Writer(LogWriter):
             "    raise e",
         ] + frames[1:]))
         t2 = t1 + 0.2
-        self.raw(t2, "\n".join(self.api_init_failure()))
+        self.raw(t2, "\n".join(self.api_init_failure()), "api")
         return t, t2
 
     def worker_gone(self, t: float) -> None:
@@ -546,7 +558,8 @@ class V1Writer(LogWriter):
                 self.sink.emit(t1, self.access(r, 500))
         t2 = t1 + 0.3
         self.raw(t2, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
-                     f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]")
+                     f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]",
+                 "api")
         return t2
 
     def fail_requests(self, t: float, inflight: list[SimRequest]) -> None:
@@ -579,5 +592,6 @@ class V1Writer(LogWriter):
         ]:
             self.line(t, "api", "INFO", where, msg)
         self.raw(t, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
-                    f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]")
+                    f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]",
+                 "api")
         return t

@@ -95,7 +95,7 @@ class V1EarlyWriter(V1Writer):
                       r)
         t += 1.6
         self.line(t, "worker", "INFO", "gpu_model_runner.py:1843", f"Starting to load model {e.model}...")
-        self.raw(t + 3.1, "\n".join([
+        self.raw(t + 3.1, who="worker", text="\n".join([
             "Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]",
             "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:00<00:02,  1.21it/s]",
             "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:01<00:01,  1.19it/s]",
