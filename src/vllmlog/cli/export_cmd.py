@@ -1,0 +1,68 @@
+"""`vllmlog export`: parsed events as NDJSON (log shippers, Elasticsearch) or Loki push-API bodies."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+
+import orjson
+import typer
+
+from ..reader import parse
+from ._app import app
+from .common import OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt
+
+
+class LogFormat(str, Enum):
+    ndjson = "ndjson"
+    loki = "loki"
+
+
+@app.command("export")
+def export_cmd(
+    logs: PathsT = PathsArg,
+    to: LogFormat = typer.Option(LogFormat.ndjson, "--to", help="ndjson: one flat record per event; loki: Loki push-API JSON bodies, one per line."),
+    job: str = typer.Option("vllm", "--job", help="The `job` label."),
+    instance: OptStr = typer.Option(None, "--instance", help="The `instance` label (default: the log file's name)."),
+    utc_offset: float = typer.Option(0.0, "--utc-offset", help="Hours the log's local time is ahead of UTC (vLLM prints local time)."),
+    batch: int = typer.Option(5000, "--batch", help="Entries per Loki push body."),
+    output: OptStr = OutOpt,
+    year: OptInt = YearOpt,
+) -> None:
+    """Export events with stable labels (job, instance, model, level, kind, request_id) for Loki, Alloy, Vector or Elasticsearch.
+
+    Loki bodies use only job/instance/model/level as stream labels; kind, request_id, process and source
+    travel as structured metadata. Push one with:
+    `vllmlog export server.log --to loki | head -1 | curl -H 'Content-Type: application/json' --data-binary @- http://loki:3100/loki/api/v1/push`
+    """
+    from ..export.logs import loki_bodies, ndjson_records
+
+    out = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115
+    off = int(utc_offset * 3600)
+    opt = orjson.OPT_APPEND_NEWLINE
+    skipped: list[int] = []
+    try:
+        events = parse(logs, year=year)
+        if to is LogFormat.ndjson:
+            buf: list[bytes] = []
+            for rec in ndjson_records(events, job=job, instance=instance, utc_offset_s=off):
+                buf.append(orjson.dumps(rec, option=opt, default=str))
+                if len(buf) >= 4096:
+                    out.write(b"".join(buf))
+                    buf.clear()
+            out.write(b"".join(buf))
+        else:
+            for body in loki_bodies(events, job=job, instance=instance, utc_offset_s=off, batch=batch, skipped=skipped):
+                out.write(orjson.dumps(body, option=opt, default=str))
+    except BrokenPipeError:
+        return
+    finally:
+        if output:
+            out.close()
+        else:
+            try:
+                out.flush()
+            except BrokenPipeError:
+                pass
+    if skipped and skipped[0]:
+        print(f"note: {skipped[0]} events before the first timestamped line were not exported (Loki needs a timestamp)", file=sys.stderr)
