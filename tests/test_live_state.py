@@ -136,3 +136,30 @@ def test_ended_journeys_are_released_after_linger_not_at_end(tmp_path: Path) -> 
     st.flush()
     assert st.requests == {("/models/tiny", "aborted"): 25, ("/models/tiny", "success"): 55}
     assert st.inflight == 0
+
+
+def test_memory_stays_bounded_over_many_unique_requests() -> None:
+    """16k distinct request ids through a small cap: every structure that grows per request is bounded."""
+    text = ABORTS.read_text(encoding="utf-8").split("\n")
+    a = next(i for i, t in enumerate(text) if "Application startup complete" in t)
+    b = next(i for i, t in enumerate(text) if "Shutting down" in t)
+    head, body = text[: a + 1], text[a + 1 : b]
+    st = LiveState("x", year=2026, max_inflight=100, recent_journeys=100, max_notable=50, max_stats=20)
+    st.max_attempts = 500
+    n = 0
+
+    def feed(lines: list[str]) -> None:
+        nonlocal n
+        st.feed([Segment(0, [(n + i + 1, t) for i, t in enumerate(lines)])])
+        n += len(lines)
+
+    feed(head)
+    for cycle in range(200):  # 80 requests per cycle → 16k request ids
+        feed([t.replace("client-", f"c{cycle}-") for t in body])
+    jb = st.pipe.journeys
+    assert len(jb.open) <= 100 and len(st.recent) <= 100
+    assert len(jb.attempts) <= 500 + 100 + len(getattr(jb, "closing", ()))
+    assert len(getattr(jb, "closing", ())) <= 2048
+    assert len(st.pipe.notable) <= 2 * 50 + 200 and len(st.pipe.series.stats) <= 2 * 20
+    assert st.evicted > 10_000  # 0.32 prints no end line for most completions: the cap bites, counted
+    assert st.lines_counted + st.pending_lines == n

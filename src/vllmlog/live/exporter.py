@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from .state import STATS_GAUGES, LiveState
+from .state import HISTOGRAMS, STATS_GAUGES, Histogram, LiveState
 
 if TYPE_CHECKING:
     from .alerts import AlertEngine
@@ -157,6 +157,9 @@ class LiveCollector(Collector):
                     g.add_metric([inst, sg.model, sg.engine], sg.ts.timestamp())
             yield g
 
+        for name, edges in HISTOGRAMS.values():  # every family exists from the start (zero counts)
+            if (name, model) not in hists:
+                hists[(name, model)] = (Histogram(edges).buckets(), 0.0)
         fams: dict[str, HistogramMetricFamily] = {}
         for (name, m), (buckets, total) in sorted(hists.items()):
             fam = fams.get(name)

@@ -119,7 +119,7 @@ class _LineSplitter:
 class FileFollower:
     """Follow one path across rotation, truncation, late creation and replacement."""
 
-    def __init__(self, path: str, *, from_end: bool = False, max_bytes_per_poll: int = 8 << 20) -> None:
+    def __init__(self, path: str, *, from_end: bool = False, max_bytes_per_poll: int = 1 << 20) -> None:
         self.path = path
         self.from_end = from_end
         self.max_bytes_per_poll = max_bytes_per_poll
@@ -286,7 +286,7 @@ def _ends_with_newline(fd: int, pos: int) -> bool:
 class StreamFollower:
     """Read a stream (stdin, a pipe) without blocking: ``poll(timeout)`` returns the lines that arrived."""
 
-    def __init__(self, stream: BinaryIO | int, *, max_bytes_per_poll: int = 8 << 20) -> None:
+    def __init__(self, stream: BinaryIO | int, *, max_bytes_per_poll: int = 1 << 20) -> None:
         self.fd = stream if isinstance(stream, int) else stream.fileno()
         self.max_bytes_per_poll = max_bytes_per_poll
         self.stats = FollowStats()

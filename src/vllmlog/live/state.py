@@ -147,6 +147,7 @@ class LiveState:
         self.max_stats = max_stats
         self.max_decode_seconds = max_decode_seconds
         self.max_templates = max_templates
+        self.max_attempts = max(4 * max_inflight, 50_000)
         self.recent: deque[Journey] = deque(maxlen=recent_journeys)
         self.lines: Counter[tuple[str, str]] = Counter()
         """Physical lines by (level, kind): every line counted once, when its record completes."""
@@ -322,6 +323,14 @@ class LiveState:
 
     def _bound(self) -> None:
         p = self.pipe
+        jb = p.journeys
+        att = getattr(jb, "attempts", None)  # request id → attempts; the builder clears it only at a restart
+        if att is not None and len(att) > self.max_attempts:
+            live = set(jb.open) | set(getattr(jb, "closing", ()))
+            keep = dict(list(att.items())[-(self.max_attempts // 2):])
+            keep.update((k, att[k]) for k in live if k in att)
+            att.clear()
+            att.update(keep)
         if len(p.notable) > 2 * self.max_notable:
             old = p.notable[: -self.max_notable]
             keep = [e for e in old if e.kind in LIFECYCLE][-200:]
