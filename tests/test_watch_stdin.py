@@ -75,3 +75,16 @@ def test_library_stream_watcher_counts_and_alerts() -> None:
     text = __import__("prometheus_client").generate_latest(make_registry(LiveCollector(state, instance="lib", alerts=engine))).decode()
     assert 'vllmlog_findings_active{code="E403",instance="lib",severity="critical"} 1.0' in text
     assert 'vllmlog_requests_total{instance="lib",model="/models/tiny",status="error"} 8.0' in text
+
+
+def test_cli_bad_config_and_bad_listen_fail_cleanly(tmp_path: Path) -> None:
+    bad = tmp_path / "alerts.toml"
+    bad.write_text('[alerts]\nfor = "soon"\n')
+    r = subprocess.run([sys.executable, "-m", "vllmlog", "watch", "-", "--config", str(bad), "--listen", "off"],
+                       input=b"", capture_output=True, timeout=60)
+    assert r.returncode == 2 and b"error: " in r.stderr and b"duration" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "vllmlog", "watch", "-", "--listen", "localhost"],
+                       input=b"", capture_output=True, timeout=60)
+    assert r.returncode == 2 and b"HOST:PORT" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "vllmlog", "watch", str(tmp_path)], capture_output=True, timeout=60)
+    assert r.returncode == 2 and b"is a directory" in r.stderr
