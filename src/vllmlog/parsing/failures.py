@@ -594,6 +594,18 @@ PATTERNS = [
         doc="Invalid sampling parameters (HTTP 400).",
         source="v0/v1",
     ),
+    # appended by the diagnosis rules (S105): argparse errors of any entry point, not only `vllm serve`
+    LinePattern(
+        id="cfg.argparse_any",
+        kind="config_error",
+        prefix=None,
+        contains=": error: ",
+        regex=r"^[\w./-]+(?: \w+)?: error: (?P<error>(?:unrecognized arguments|argument |the following arguments are required|invalid choice|ambiguous option).*)$",
+        examples=["api_server.py: error: unrecognized arguments: --max-num-seq 8",
+                  "vllm: error: the following arguments are required: model_tag"],
+        doc="Invalid command-line argument (python -m vllm.entrypoints.openai.api_server and other entry points).",
+        source="v0/v1",
+    ),
 ]
 
 for _p in PATTERNS:

@@ -504,3 +504,12 @@ def oom_numbers(e: Event) -> tuple[float | None, float | None, float | None]:
         return None, None, None
     g = lambda i: float(m.group(i)) * _UNIT.get(m.group(i + 1), 1.0) if m.group(i) else None  # noqa: E731
     return g(1), g(3), g(5)
+
+
+_ENVELOPE = re.compile(r"^(?:\([^)]*\)\s*)?(?:(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+(?:\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+)?"
+                       r"(?:\[[^\]]*\]\s*|\S+\.py:\d+\]\s*)?)?")
+
+
+def msg_of(e: Event) -> str:
+    """The record's message without the vLLM envelope (process tag, level, time, [file:line])."""
+    return _ENVELOPE.sub("", e.message, count=1).strip()

@@ -58,7 +58,7 @@ class NcclCollectiveFailure(Rule):
                        f"{u.secs(u.num(f.get('ran_s')) or u.num(f.get('timeout_s')))}")
                 msg += "; the very first collective never completed (transport problem)" if first_coll else ""
             else:
-                msg = f"Distributed communication error: {e.message[:160]}"
+                msg = f"Distributed communication error: {u.msg_of(e)[:160]}"
             if died:
                 msg += f"; worker died (exit code {died[0].fields.get('exit_code')})"
             fin = self.finding(

@@ -110,7 +110,7 @@ class EngineHang(Rule):
                 e = lone[0]
                 startup = not v.serving(e.line)
                 yield self.finding(
-                    f"{len(lone)} hang timeout line(s): {e.message[:150]}"
+                    f"{len(lone)} hang timeout line(s): {u.msg_of(e)[:150]}"
                     + (" (during start-up: often slow compilation or weight loading)" if startup else ""),
                     severity=Severity.INFO if startup else (Severity.ERROR if len(lone) >= 2 or
                                                             any(x.kind != "shm_broadcast_timeout" for x in lone)

@@ -21,7 +21,8 @@ _FAIL = ("engine_start_failed", "process_crashed", "engine_start_timeout", "engi
 _CONFIG_FRAMES = re.compile(r"arg_utils\.py|create_engine_config|/config\.py|config/\w+\.py|__post_init__|_verify_args|"
                             r"verify_with_parallel_config|ValidationError")
 _MEMORY = re.compile(r"out of memory|not enough (?:GPU )?memory|memory utilization|insufficient memory", re.I)
-_LOAD = re.compile(r"model_loader|load_weights|safetensors|from_pretrained|hf_hub|huggingface_hub|weight_utils", re.I)
+_LOAD = re.compile(r"model_loader|load_weights|safetensors|from_pretrained|hf_hub|huggingface_hub|weight_utils|"
+                   r"AutoConfig|configuration_auto|transformers_utils/config|Unrecognized model|tokenizer", re.I)
 
 
 def _infer(e) -> str:
@@ -30,11 +31,13 @@ def _infer(e) -> str:
     xm = str(e.fields.get("exc_message") or "")
     if _MEMORY.search(xm):
         return "startup_oom"
+    if e.kind == "engine_start_timeout" or "TimeoutError" in xt:
+        return "engine_hang"
+    if _LOAD.search(e.text) and "Error" in xt and not _CONFIG_FRAMES.search(e.text.split("\n")[-1]):
+        return "model_load_failure"
     if ("ValueError" in xt or "TypeError" in xt or "ValidationError" in xt or "NotImplementedError" in xt) \
             and _CONFIG_FRAMES.search(e.text):
         return "config_error"
-    if _LOAD.search(e.text) and ("Error" in xt):
-        return "model_load_failure"
     if "NCCL" in xm or "nccl" in e.text.lower() and "Dist" in xt:
         return "distributed_nccl"
     return "engine_dead"
@@ -70,9 +73,11 @@ class EngineStartFailed(Rule):
             if not fails:
                 continue
             root = fails[0]
-            exc = next((e for e in fails if e.fields.get("exc_message")), root)
+            exc = next((e for e in fails if e.fields.get("exc_message") and e.kind != "engine_start_timeout"), root)
+            if any(e.kind == "engine_start_timeout" for e in fails) and not exc.fields.get("exc_message"):
+                exc = next(e for e in fails if e.kind == "engine_start_timeout")
             timeout = any(e.kind == "engine_start_timeout" for e in fails)
-            msg = exc.fields.get("exc_message") or exc.message
+            msg = exc.fields.get("exc_message") or u.msg_of(exc)
             cat = _infer(exc)
             yield self.finding(
                 category=cat,
