@@ -125,10 +125,7 @@ def _describe(e: Event) -> str:
         ver = f.get("version")
         mdl = f.get("model")
         return "server starting" + (f" (vLLM {ver}" if ver else "") + (f", model {mdl}" if mdl else "") + (")" if ver else "")
-    msg = re.sub(r"^\S+\.py:\d+\]\s*", "", e.message)
-    if msg.startswith("(") or re.match(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b", msg):
-        msg = re.sub(r"^\([^)]*\)\s*", "", msg)
-        msg = re.sub(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+(?:\d\d-\d\d \d\d:\d\d:\d\d\s+)?(?:\[[^\]]*\]\s*)?", "", msg)
+    msg = re.sub(r"^\S+\.py:\d+\]\s*", "", u.msg_of(e))
     return f"{label}: {msg[:160]}" if e.kind not in _LIFE else f"{label} — {msg[:140]}"
 
 
@@ -239,7 +236,7 @@ def build_timeline(run: Any, findings: Sequence[Finding] | None = None, around: 
         if f.first_seen is None and not f.evidence:
             continue
         ev0 = f.evidence[0] if f.evidence else None
-        entries.append(TimelineEntry(f.first_seen, "finding", f"{f.code} {f.title}: {f.message}", f.file or "",
+        entries.append(TimelineEntry(f.first_seen, "finding", f"{f.code} [{f.category}] {f.message}", f.file or "",
                                      ev0.line if ev0 else 0, f.process, severity=f.severity.label, count=f.count,
                                      code=f.code, data={"category": f.category}))
     centre = parse_around(around, run)

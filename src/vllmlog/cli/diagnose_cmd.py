@@ -4,6 +4,7 @@ incident story. Exit codes of `diagnose`: 0 nothing at or above --fail-on, 1 som
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Optional
 
 import orjson
@@ -81,7 +82,7 @@ def _render(findings, summary, floor) -> None:
         con.print(head)
         where = []
         if multi and f.file:
-            where.append(f.file)
+            where.append(Path(f.file).name)
         if f.process:
             where.append(f.process)
         if f.first_seen:
@@ -95,7 +96,7 @@ def _render(findings, summary, floor) -> None:
             con.print(f"  [dim]{escape(' · '.join(where))}[/]")
         con.print(f"  {escape(f.message)}")
         for e in f.evidence[:8]:
-            loc = f"{e.file if multi else ''}:{e.line}" if multi else f"{e.line:>6}"
+            loc = f"{Path(e.file).name}:{e.line}" if multi else f"{e.line:>6}"
             txt = e.text.strip()
             con.print(f"  [dim]{escape(loc)}[/] {escape(txt[:160] + ('…' if len(txt) > 160 else ''))}", soft_wrap=False,
                       overflow="ellipsis", no_wrap=True)
@@ -203,6 +204,6 @@ def timeline_cmd(
         style = {"finding": "bold", "error": "red", "warning": "yellow", "metric": "cyan", "lifecycle": "green"}.get(e.kind, "")
         if e.kind == "finding":
             style = _STYLE.get(e.severity or "info", "bold")
-        loc = (f"{e.file}:" if multi else "") + str(e.line)
+        loc = (f"{Path(e.file).name}:" if multi else "") + str(e.line)
         con.print(Text.assemble((ts, "dim"), " ", (f"{e.kind:<9}", style), " ", e.text[:220], (f"  [{loc}]", "dim")),
                   overflow="ellipsis", no_wrap=True)
