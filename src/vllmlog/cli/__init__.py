@@ -11,6 +11,7 @@ from ._app import app
 # One module per command group; each registers its commands on `app` when imported.
 _COMMAND_MODULES = [
     "analyze_cmd",
+    "diagnose_cmd",
     "export_cmd",
     "kinds_cmd",
     "metrics_cmd",
