@@ -69,6 +69,7 @@ class LineParser:
         self._fkey: str | None = None
         self._fts: datetime | None = None
         self._fiso = "null"
+        self._mode = 0
         self.covered = 0
         """Physical lines that ended up in a finished event (== ``lines`` after ``close``)."""
 
@@ -98,15 +99,15 @@ class LineParser:
         """``close`` for ``feed_jsonl``."""
         return "".join(_jsonl(e) for e in self.close())
 
+    def close_count(self) -> None:
+        """``close`` for ``feed_count``."""
+        self.close()
+
     def _run(self, lines: Iterable[tuple[int, str]], out: list[Any] | None, mode: int) -> None:
         """The hot loop. mode 0: Event objects into ``out``; 1: JSON strings; 2: count only."""
-        if mode == 0:
-            emit = out.append  # type: ignore[union-attr]
-        elif mode == 1:
-            _app = out.append  # type: ignore[union-attr]
-
-            def emit(ev: Event) -> None:
-                _app(_jsonl(ev))
+        self._mode = mode
+        if mode != 2:
+            emit = out.append  # type: ignore[union-attr]  (_finish returns an Event or a JSON line)
         else:
             def emit(ev: Event) -> None:
                 pass
@@ -118,36 +119,36 @@ class LineParser:
         fjson = _jstr(file)
         n_fast = 0
         n = 0
+        kvmap = _KV_JSON
+        fiso = self._fiso
         for lineno, text in lines:
             n += 1
-            if text[:1] == "I" and not self._prev_cr:
+            if text[:1] == "I":
                 fm = fast(text)
-                if fm is not None:
-                    # the dominant handbook line: one regex, no record, no dict lookups
+                if fm is not None and not self._prev_cr:
+                    # the dominant handbook line: one regex, no record; JSON by one C-level str.format
                     if self._cur is not None:
                         emit(self._finish(self._cur))
                         self._cur = None
-                    tkey, src, step, rid, bs, kv = fm.groups()
-                    if tkey != self._fkey:
+                    if fm[1] != self._fkey:
+                        tkey = fm[1]
                         fts = self._ts(tkey[:2], tkey[3:5], tkey[6:8], tkey[9:11], tkey[12:14])
                         self._fkey = tkey
                         self._fts = fts
-                        self._fiso = '"' + fts.isoformat() + '"' if fts is not None else "null"
-                    else:
-                        self.last_ts = self._fts
+                        self._fiso = fiso = '"' + fts.isoformat() + '"' if fts is not None else "null"
                     n_fast += 1
                     if mode == 1:
-                        kvj = _KV_JSON.get(kv) or repr(float(kv) / 100.0)
+                        _, src, step, rid, bs, kv = fm.groups()
                         app(
-                            f'{{"file":{fjson},"line":{lineno},"line_end":{lineno},"ts":{self._fiso},"level":"INFO",'
+                            f'{{"file":{fjson},"line":{lineno},"line_end":{lineno},"ts":{fiso},"level":"INFO",'
                             f'"process":null,"source":"{src}","kind":"decode_step","request_id":"{rid}",'
-                            f'"fields":{{"step":{step.lstrip("0") or "0"},"batch_size":{bs.lstrip("0") or "0"},"kv_cache_usage":{kvj}}},'
+                            f'"fields":{{"step":{step},"batch_size":{bs},"kv_cache_usage":{kvmap[kv]}}},'
                             f'"text":"{text if keep else ""}"}}\n'
                         )
                     elif mode == 0:
                         app(Event(
-                            file, lineno, lineno, self._fts, "INFO", None, src, "decode_step", rid,
-                            {"step": int(step), "batch_size": int(bs), "kv_cache_usage": float(kv) / 100.0},
+                            file, lineno, lineno, self._fts, "INFO", None, fm[2], "decode_step", fm[4],
+                            {"step": int(fm[3]), "batch_size": int(fm[5]), "kv_cache_usage": float(fm[6]) / 100.0},
                             text if keep else "", "handbook.decode_step", None, False,
                         ))
                     continue
@@ -300,6 +301,7 @@ class LineParser:
         """Finish the open record at end of input."""
         if self._cur is None:
             return []
+        self._mode = 0
         ev = self._finish(self._cur)
         self._cur = None
         return [ev]
@@ -471,7 +473,7 @@ class LineParser:
         level = r.level
         if level is None and kind == "nccl_timeout":
             level = "ERROR"
-        if self.keep_text:
+        if self.keep_text and self._mode != 2:
             text = "\n".join(r.texts) if len(r.texts) > 1 else r.texts[0]
             if len(text) > MAX_TEXT:
                 text = text[:MAX_TEXT] + f"…[truncated {len(text) - MAX_TEXT} chars]"
@@ -479,6 +481,16 @@ class LineParser:
             text = ""
         self.kinds[kind] += 1
         self.covered += r.line_end - r.line + 1
+        mode = self._mode
+        if mode == 2:
+            return None  # type: ignore[return-value]  (count only)
+        if mode == 1:  # the Event.to_dict() shape, without building the Event
+            ts = r.ts
+            return _dumps({
+                "file": self.file, "line": r.line, "line_end": r.line_end,
+                "ts": ts.isoformat() if ts is not None else None, "level": level, "process": r.process,
+                "source": r.source, "kind": kind, "request_id": rid, "fields": fields, "text": text,
+            }, option=_NL, default=str).decode()
         return Event(
             self.file, r.line, r.line_end, r.ts, level, r.process, r.source, kind, rid, fields, text,
             pattern, tmpl, r.ts_inherited,
@@ -497,10 +509,24 @@ PYWARN = re.compile(r"\.py:\d+: \w*Warning: ")
 _FAST_DECODE = re.compile(
     # no lazy quantifiers (3-4x faster); the classes exclude what JSON would have to escape, so the fast
     # path can write the line's parts into JSON verbatim
-    r'INFO (\d\d-\d\d \d\d:\d\d:\d\d) \[?([^\]\s"\\\x00-\x1f]+:\d+)\] Decode step ([0-9]+) for ([^\s"\\\x00-\x1f]+)\. '
-    r"Batch size: ([0-9]+), KV cache usage: ([0-9]+(?:\.[0-9]+)?)%\Z"
+    # (numbers without leading zeros, so they can be copied into JSON as they are)
+    r'INFO (\d\d-\d\d \d\d:\d\d:\d\d) \[?([^\]\s"\\\x00-\x1f]+:\d+)\] Decode step (0|[1-9][0-9]*) for ([^\s"\\\x00-\x1f]+)\. '
+    r"Batch size: (0|[1-9][0-9]*), KV cache usage: ([0-9]+(?:\.[0-9]+)?)%\Z"
 )
-_KV_JSON = {str(i): repr(i / 100.0) for i in range(101)}
+class _KvJson(dict):  # type: ignore[type-arg]
+    """'45' → '0.45' (JSON of the ratio, as orjson would print it), computed once per distinct value."""
+
+    def __missing__(self, k: str) -> str:
+        v = orjson.dumps(float(k) / 100.0).decode()
+        self[k] = v
+        return v
+
+
+_KV_JSON = _KvJson()
+
+
+_dumps = orjson.dumps
+_NL = orjson.OPT_APPEND_NEWLINE
 
 
 def _jstr(s: str) -> str:
