@@ -55,8 +55,10 @@ def test_zero_for_fires_at_once_and_stale_findings_clear() -> None:
     eng = AlertEngine(AlertConfig(for_s=0, clear_s=0, stale_after_s=60))
     assert _states(eng.update([_f(last=T0)], T0 + 1)) == [("K202", "inactive", "firing")]
     assert eng.update([_f(last=T0)], T0 + 50) == []
-    # the rule still reports it, but nothing new happened for longer than stale_after
-    assert _states(eng.update([_f(last=T0)], T0 + 61)) == [("K202", "firing", "resolved")]
+    # a silent log (dead server): the wall-advanced clock moves, the log's own does not → still firing
+    assert eng.update([_f(last=T0)], T0 + 600, log_time=T0 + 1) == []
+    # the rule still reports it, but the log moved on without new evidence for longer than stale_after
+    assert _states(eng.update([_f(last=T0)], T0 + 601, log_time=T0 + 61)) == [("K202", "firing", "resolved")]
 
 
 def test_config_toml_overrides_and_severity_filter(tmp_path: Path) -> None:

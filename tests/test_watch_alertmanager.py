@@ -1,6 +1,8 @@
 """`vllmlog watch` → a real Alertmanager: real lines of an engine crash (0.32, SIGKILLed EngineCore)
 appended to a followed file fire E403 within a second; Alertmanager's v2 API shows it with our
-labels; once stale, the alert resolves and leaves Alertmanager's active list."""
+labels. Then the server is "restarted" into the same file (the real P2 run, which starts a minute
+later and then hangs): the crash alert resolves and leaves Alertmanager's active list, the hang
+alert (E401) fires."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from .conftest import CORPUS, require_tool
 from .test_watch_tools import Alertmanager, alertmanager_exe, free_port, scrape_exporter, wait_for
 
 CRASH = CORPUS / "vllm-cpu-faults" / "P1-engine-dead-kill9.log"
+HANG = CORPUS / "vllm-cpu-faults" / "P2-engine-hang-sigstop.log"
 
 
 def _reader(stream, q: queue.Queue) -> None:
@@ -35,7 +38,7 @@ def test_engine_crash_reaches_real_alertmanager(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("".join(t + "\n" for t in lines[:crash]), encoding="utf-8")
     cfg = tmp_path / "alerts.toml"
-    cfg.write_text('[alerts]\nclear_for = "1s"\nstale_after = "4s"\n[watch]\ndiagnose_interval = "1s"\n')
+    cfg.write_text('[alerts]\nclear_for = "1s"\nstale_after = "2m"\n[watch]\ndiagnose_interval = "1s"\n')
     port = free_port()
     with Alertmanager(tmp_path / "am") as am:
         proc = subprocess.Popen(
@@ -58,7 +61,7 @@ def test_engine_crash_reaches_real_alertmanager(tmp_path: Path) -> None:
             assert (alert["state"], alert["alert"]["code"], alert["alert"]["severity"]) == ("firing", "E403", "critical")
             assert alert["instance"] == "e2e" and alert["model"] == "/models/tiny"
             assert any(e["line"] == crash + 1 for e in alert["alert"]["evidence"]), alert["alert"]["evidence"]
-            assert latency < 1.5, f"alert latency {latency:.3f}s"
+            assert latency < 2.5, f"alert latency {latency:.3f}s"  # typically 0.05–0.5 s; see bench/watch-results.md
             print(f"alert latency: {latency * 1000:.0f} ms")
 
             got = wait_for(lambda: am.alerts(alertname="vllmlog_E403"), 10, "alert in Alertmanager")
@@ -70,11 +73,23 @@ def test_engine_crash_reaches_real_alertmanager(tmp_path: Path) -> None:
             m = scrape_exporter(port)
             assert m["vllmlog_findings_active"] >= 1 and m["vllmlog_alerts"] >= 1
 
-            # the crash is over (no new evidence for stale_after): resolved, in Alertmanager too
-            t_seen, line = out.get(timeout=15)
-            assert json.loads(line)["state"] == "resolved"
-            wait_for(lambda: not am.alerts(alertname="vllmlog_E403"), 10, "alert resolved in Alertmanager")
-            wait_for(lambda: scrape_exporter(port).get("vllmlog_notifications_total", 0) >= 4, 10, "notifications counted")
+            # nothing new in the log: a dead server keeps its alert
+            time.sleep(2.5)
+            assert out.empty() and am.alerts(alertname="vllmlog_E403")
+            # the server is restarted into the same file and logs on (then hangs): crash resolved, hang fires
+            with open(log, "a", encoding="utf-8") as fh:
+                fh.write(HANG.read_text(encoding="utf-8"))
+            changes: dict[str, str] = {}
+            while changes.get("E403") != "resolved" or changes.get("E401") != "firing":
+                _, line = out.get(timeout=20)
+                ev = json.loads(line)
+                changes[ev["alert"]["code"]] = ev["state"]
+            assert set(changes) <= {"E403", "E401", "R604"}, changes  # R604: the clients' aborts during the hang (info)
+            wait_for(lambda: not am.alerts(alertname="vllmlog_E403"), 10, "crash alert resolved in Alertmanager")
+            hang = wait_for(lambda: am.alerts(alertname="vllmlog_E401"), 10, "hang alert in Alertmanager")
+            assert hang[0]["labels"]["severity"] == "error" and hang[0]["labels"]["category"] == "engine_hang"
+            wait_for(lambda: scrape_exporter(port).get("vllmlog_server_starts_total") == 2, 10, "restart seen")
+            wait_for(lambda: scrape_exporter(port).get("vllmlog_notifications_total", 0) >= 6, 10, "notifications counted")
         finally:
             proc.terminate()
             try:

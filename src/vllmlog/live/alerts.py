@@ -7,8 +7,9 @@ pending alert that disappears is dropped silently. Flapping is damped on both ed
 
 Time is the *log clock* (the log's own timestamps advanced by wall time while idle, see the watch
 loop), so replaying an old log and following a live one behave alike. A finding whose
-``last_seen`` is older than ``stale_after`` counts as cleared: rules look at the whole run, and a
-traceback an hour ago is no longer "happening".
+``last_seen`` is older than ``stale_after`` *by the log's newest timestamp* counts as cleared: rules
+look at the whole run, and a crash is no longer "happening" once the restarted server has logged on
+for a while — but a dead server that logs nothing more keeps its alert.
 """
 
 from __future__ import annotations
@@ -85,8 +86,9 @@ class AlertConfig:
     """A finding must persist this long before it fires (``for``)."""
     clear_s: float = 30.0
     """A firing alert resolves after its finding has been absent this long (hysteresis)."""
-    stale_after_s: float = 300.0
-    """A finding last seen longer ago than this (log time) counts as cleared."""
+    stale_after_s: float = 120.0
+    """A finding whose last evidence is older than this, by the log's own newest timestamp, counts
+    as cleared (the rules see the whole run; an old crash is no longer happening once the log moves on)."""
     min_severity: str = "info"
     """Findings below this severity are not alerted on (still exported as active findings)."""
     diagnose_interval_s: float = 5.0
@@ -251,16 +253,22 @@ class AlertEngine:
         self.active_findings: dict[tuple[str, str], int] = {}
         """(code, severity) → findings in the latest pass (exported as vllmlog_findings_active)."""
 
-    def update(self, findings: Iterable[Mapping[str, Any]], now: float) -> list[Transition]:
-        """Fold one diagnosis pass in; return the state changes, in order."""
+    def update(self, findings: Iterable[Mapping[str, Any]], now: float, log_time: float | None = None) -> list[Transition]:
+        """Fold one diagnosis pass in; return the state changes, in order.
+
+        ``now`` drives ``for`` / ``clear_for`` (it keeps moving while the input is idle);
+        ``log_time`` (default ``now``) is the newest timestamp in the log itself and decides
+        staleness: a dead server that logs nothing more keeps its alert, a server that logs on
+        without new evidence clears it."""
         cfg = self.config
+        log_now = now if log_time is None else log_time
         present: dict[str, tuple[dict[str, Any], str, int]] = {}
         active: dict[tuple[str, str], int] = {}
         for f in findings:
             code = str(f.get("code") or f.get("rule") or "?")
             sev = severity_of(f.get("severity"))
             last = _epoch(f.get("last_seen"))
-            if last is not None and now - last > cfg.stale_after_s:
+            if last is not None and log_now - last > cfg.stale_after_s:
                 continue
             for_s, clear_s, enabled, override = cfg.for_code(code)
             sev = override or sev

@@ -201,7 +201,8 @@ class Watcher:
         self._next_urgent_diag = self._last_diag + max(self.config.min_diagnose_interval_s, 4 * dt)
         if findings is None:
             return []
-        out = self.engine.update(findings, self.log_now(wall))
+        ts = self.state.last_log_ts
+        out = self.engine.update(findings, self.log_now(wall), ts.timestamp() if ts is not None else None)
         if out:
             self._emit(out)
         return out
