@@ -6,6 +6,7 @@ import sys
 
 import orjson
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..reader import ParseStats, count, write_jsonl
@@ -67,7 +68,7 @@ def _print_stats(st: ParseStats, as_json: bool, top: int, to_stderr: bool) -> No
             notes.append(f"{inp['truncated_lines']} over-long lines truncated")
         if inp["incomplete"]:
             notes.append(f"[yellow]incomplete: {inp['incomplete']}[/]")
-        con.print(f"  {inp['path']}: {inp['lines']:,} lines" + (f" ({'; '.join(notes)})" if notes else ""))
+        con.print(f"  {escape(inp['path'])}: {inp['lines']:,} lines" + (f" ({'; '.join(notes)})" if notes else ""))
     t = Table(title="events by kind", show_edge=False)
     t.add_column("kind")
     t.add_column("count", justify="right")
@@ -81,5 +82,5 @@ def _print_stats(st: ParseStats, as_json: bool, top: int, to_stderr: bool) -> No
         u.add_column("template", overflow="fold")
         u.add_column("first seen")
         for row in d["unknown_templates"]:
-            u.add_row(f"{row['count']:,}", row["kind"], row["template"][:160], f"{row['first']['file']}:{row['first']['line']}")
+            u.add_row(f"{row['count']:,}", row["kind"], escape(row["template"][:160]), escape(f"{row['first']['file']}:{row['first']['line']}"))
         con.print(u)
