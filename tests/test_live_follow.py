@@ -107,3 +107,19 @@ def test_stream_follower_reads_pipe_until_eof() -> None:
     assert _texts(s.poll(0.5)) == ["no newline"]
     assert s.eof
     os.close(r)
+
+
+def test_copytruncate_with_a_non_appending_writer_skips_the_hole(tmp_path: Path) -> None:
+    """``vllm serve > log`` (no O_APPEND) keeps writing at its offset after a copytruncate."""
+    p = tmp_path / "s.log"
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # like a shell's `>` redirection
+    os.write(fd, ("\n".join(REAL[:5]) + "\n").encode())
+    f = FileFollower(str(p))
+    assert _texts(f.poll()) == REAL[:5]
+    os.truncate(p, 0)  # logrotate copytruncate
+    assert f.poll() == []  # size 0 < offset: noticed
+    os.write(fd, (REAL[5] + "\n").encode())  # lands after a hole of NUL bytes
+    os.close(fd)
+    segs = f.poll()
+    assert _texts(segs) == [REAL[5]] and segs[0].lines[0][0] == 1
+    assert f.stats.truncations == 1 and f.stats.nul_bytes_skipped > 0

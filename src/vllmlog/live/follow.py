@@ -53,6 +53,8 @@ class FollowStats:
     truncated_lines: int = 0
     """Lines longer than ``MAX_LINE`` bytes (kept truncated)."""
     invalid_utf8_lines: int = 0
+    nul_bytes_skipped: int = 0
+    """NUL bytes at the start of a truncated file (the hole a non-appending writer leaves)."""
     events: list[str] = field(default_factory=list)
     """Recent human-readable notes (rotation, truncation, file appeared); the caller drains them."""
 
@@ -175,6 +177,9 @@ class FileFollower:
             self.generation += 1
             self._split.lineno = 0
             self._new_gen = True
+            # a writer without O_APPEND (``vllm serve > log``) keeps writing at its old offset after a
+            # copytruncate: the file then starts with a hole that reads as NUL bytes
+            self._strip_nul = True
             os.lseek(self._fd, 0, os.SEEK_SET)  # type: ignore[arg-type]
             self._read(out, self.max_bytes_per_poll)
         self._size = st.st_size
@@ -222,6 +227,7 @@ class FileFollower:
 
     _skip_partial = False
     _new_gen = False
+    _strip_nul = False
 
     def _read(self, out: list[Segment], limit: int | None) -> None:
         fd = self._fd
@@ -242,6 +248,13 @@ class FileFollower:
         if self._pos > self._size:
             self._size = self._pos
         self.stats.bytes_read += len(data)
+        if self._strip_nul:
+            stripped = data.lstrip(b"\x00")
+            self.stats.nul_bytes_skipped += len(data) - len(stripped)
+            data = stripped
+            if not data:
+                return
+            self._strip_nul = False
         if self._skip_partial:
             i = data.find(b"\n")
             if i < 0:
