@@ -201,6 +201,22 @@ def test_report_renders_all_charts_without_console_errors(browser: Chromium, han
     names = page.eval("document.getElementById('chart-decode').data.map(t => t.name)")
     assert any("batch size" in n for n in names) and any("KV-cache" in n for n in names)
     assert page.eval("!!document.querySelector('#chart-decode .modebar')")
+    # a person hovers a chart (tooltip appears) and drags to zoom (x range changes)
+    box = page.eval("(() => { const r = document.querySelector('#chart-queue .nsewdrag').getBoundingClientRect();"
+                    " window.scrollTo(0, 0); return [r.left, r.top + window.scrollY, r.width, r.height]; })()")
+    page.eval(f"window.scrollTo(0, {box[1] - 100})")
+    top_y = box[1] - page.eval("window.scrollY")
+    x0, y0, w, h = box[0], top_y, box[2], box[3]
+    mouse = lambda typ, x, **kw: browser.send("Input.dispatchMouseEvent", {"type": typ, "x": x, "y": y0 + h / 2, **kw},
+                                              session=page.session)
+    mouse("mouseMoved", x0 + w * 0.5)
+    page.wait_for("document.querySelectorAll('#chart-queue .hoverlayer .hovertext, #chart-queue .hoverlayer .legend')"
+                  ".length > 0", timeout=5)
+    mouse("mousePressed", x0 + w * 0.3, button="left", clickCount=1)
+    for f in (0.35, 0.45, 0.55, 0.6):
+        mouse("mouseMoved", x0 + w * f, button="left", buttons=1)
+    mouse("mouseReleased", x0 + w * 0.6, button="left", clickCount=1)
+    page.wait_for("document.getElementById('chart-queue').layout.xaxis.autorange === false", timeout=5)
     assert page.eval("document.getElementById('verdict').textContent") in ("healthy", "degraded", "failing", "unknown")
     # requests table sorts and filters
     n_rows = page.eval("document.querySelectorAll('#req-table tbody tr').length")
@@ -265,20 +281,25 @@ def test_prompts_redacted_by_default_and_ips_masked(tmp_path: Path) -> None:
         assert "<script>window.__pwned" not in h and "<img src=x" not in h
 
 
-def test_report_stays_small_on_a_long_log(tmp_path: Path) -> None:
-    """A long run: charts are downsampled, the requests table capped; the page stays well under 10 MB."""
-    from vllmlog.simulate import build_config, simulate
+def test_report_stays_small_on_a_long_log(handbook_log: Path, tmp_path: Path) -> None:
+    """Charts are downsampled to max_points per trace and the requests table capped (worst first), so
+    the page stays small whatever the log's length (a 3-million-line log gives ~6 MB)."""
+    import re
 
-    log = tmp_path / "long.log"
-    cfg = build_config("overload", fmt="v0", seed=5, duration_s=3600)
-    with open(log, "w") as fp:
-        simulate(cfg, fp)
-    a = analyze([str(log)], year=2026)
-    assert len(a.run.journeys) > 2000
-    size = write_report(a, str(tmp_path / "long.html"), max_points=1500)
-    assert size < 10_000_000, size
-    html = (tmp_path / "long.html").read_text()
-    assert html.count("<tr class='st-") <= 2000
+    a = analyze([str(handbook_log)], year=2026)
+    assert len(a.run.journeys) > 150 and len(a.run.series.decode) > 60
+    out = tmp_path / "long.html"
+    size = write_report(a, str(out), max_points=40, max_request_rows=100)
+    assert size < 6_000_000, size
+    html = out.read_text()
+    assert html.count("<tr class='st-") == 100
+    assert "Showing 100 of" in html
+    data = json.loads(re.search(r'id="vllmlog-data">(.*?)</script>', html, re.S).group(1))
+    for fig in data["figures"].values():
+        for tr in fig["data"]:
+            assert len(tr["x"]) <= 400, (tr["name"], len(tr["x"]))  # bars: ≤ 400 buckets
+            if tr.get("mode") == "lines":
+                assert len(tr["x"]) <= 40, (tr["name"], len(tr["x"]))
 
 
 def test_report_sections_degrade_when_a_part_is_unavailable(tmp_path: Path) -> None:
@@ -305,3 +326,11 @@ def test_screenshot_of_bundled_example(browser: Chromium, tmp_path: Path) -> Non
     shot = tmp_path / "report-kv-pressure.png"
     page.screenshot(shot)
     assert shot.stat().st_size > 30_000
+
+
+def test_highlight_escapes_then_marks_once() -> None:
+    from vllmlog.export.html import highlight
+
+    out = highlight('ERROR <b x="1"> Error: KV cache failed & WARNING')
+    assert out == ('<span class="lv lv-error">ERROR</span> &lt;b x=&quot;1&quot;&gt; <mark>Error</mark>: '
+                   '<mark>KV cache</mark> <mark>failed</mark> &amp; <span class="lv lv-warning">WARNING</span>')

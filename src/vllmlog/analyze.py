@@ -314,13 +314,35 @@ def analyze(
     tl, why = _optional("timeline")
     if tl is not None and hasattr(tl, "build_timeline"):
         try:
-            res = tl.build_timeline(run, findings_obj or [])
-            timeline = _timeline_dicts(res)
+            # the cap is applied here: build_timeline's own cap compares entries pairwise (quadratic
+            # on logs with tens of thousands of warnings); same selection, by identity
+            res = list(tl.build_timeline(run, findings_obj or [], limit=1 << 62))
+            timeline = _timeline_dicts(_cap_timeline(res, TIMELINE_LIMIT))
         except Exception as exc:
             unavailable["timeline"] = f"timeline failed: {type(exc).__name__}: {exc}"
     else:
         unavailable["timeline"] = why or "vllmlog.timeline has no build_timeline()"
     return Analysis(run=run, red_use=ru, summary=summary, findings=findings, timeline=timeline, unavailable=unavailable)
+
+
+TIMELINE_LIMIT = 2000
+
+
+def _cap_timeline(entries: list[Any], limit: int) -> list[Any]:
+    """At most ``limit`` entries: every finding, lifecycle and error entry, then the earliest others."""
+    if len(entries) <= limit:
+        return entries
+    keep_ids = {id(e) for e in entries if getattr(e, "kind", None) in ("finding", "lifecycle")
+                or getattr(e, "severity", None) in ("error", "critical")}
+    room = max(0, limit - len(keep_ids))
+    out = []
+    for e in entries:  # already chronological
+        if id(e) in keep_ids:
+            out.append(e)
+        elif room > 0:
+            out.append(e)
+            room -= 1
+    return out
 
 
 def _timeline_dicts(res: Any) -> list[dict[str, Any]]:

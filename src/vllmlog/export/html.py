@@ -320,16 +320,21 @@ def build_charts(a: Analysis, rd: Redactor, max_points: int = MAX_POINTS) -> dic
 
 # --------------------------------------------------------------------------- HTML sections
 
-_LEVEL_RX = re.compile(r"\b(CRITICAL|ERROR|WARNING|WARN)\b")
-_HOT_RX = re.compile(r"(\b(?:Traceback|Exception|Error|OOM|out of memory|preempted|Preempt\w*|KV cache|timeout|"
-                     r"aborted|failed|killed|dead)\b)", re.IGNORECASE)
+_HL_RX = re.compile(r"\b(CRITICAL|ERROR|WARNING|WARN)\b|(\b(?:Traceback|Exception|Error|OOM|out of memory|preempted|"
+                    r"Preempt\w*|KV cache|timeout|aborted|failed|killed|dead)\b)", re.IGNORECASE)
 
 
 def highlight(text: str) -> str:
-    """Escaped log text with levels and alarming words wrapped in spans (escape first, then mark)."""
-    s = esc(text)
-    s = _LEVEL_RX.sub(lambda m: f'<span class="lv lv-{m.group(1).lower()}">{m.group(1)}</span>', s)
-    return _HOT_RX.sub(r'<mark>\1</mark>', s)
+    """Escaped log text with levels and alarming words wrapped in spans (escape first, then mark in
+    one pass, so markup we add is never re-matched)."""
+
+    def mark(m: re.Match[str]) -> str:
+        w = m.group(0)
+        if m.group(1) and w.isupper():
+            return f'<span class="lv lv-{w.lower()}">{w}</span>'
+        return f"<mark>{w}</mark>"
+
+    return _HL_RX.sub(mark, esc(text))
 
 
 def _fmt_s(v: Any) -> str:
@@ -561,35 +566,53 @@ def _requests(a: Analysis, rd: Redactor, max_rows: int) -> str:
     )
 
 
-def _grouped_problems(a: Analysis, rd: Redactor, limit: int = 100) -> str:
-    groups: dict[tuple[str, str], list[Any]] = {}
+def problem_groups(a: Analysis, limit: int = 100) -> list[dict[str, Any]]:
+    """WARNING/ERROR/CRITICAL events (and HTTP 4xx/5xx) grouped by template, the summary's way."""
+    try:
+        from ..summary import grouped_events
+    except ImportError:  # pragma: no cover - the summary module is part of the package
+        grouped_events = None
+    if grouped_events is not None:
+        return grouped_events(a.run, ("CRITICAL", "ERROR", "WARNING"), top=limit)
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
     for e in a.run.notable:
-        lvl = (e.level or "").upper()
-        if lvl not in ("WARNING", "ERROR", "CRITICAL"):
-            continue
-        msg = rd(e.message)
-        key = (lvl, mask_template(msg))
-        g = groups.get(key)
-        if g is None:
-            groups[key] = [1, e, msg]
-        else:
-            g[0] += 1
-    if not groups:
+        if (e.level or "") in ("WARNING", "ERROR", "CRITICAL"):
+            g = groups.setdefault((e.kind, mask_template(e.message)), {
+                "kind": e.kind, "template": mask_template(e.message), "level": e.level, "count": 0,
+                "first_seen": e.ts.isoformat() if e.ts else None, "last_seen": None, "file": e.file,
+                "first_line": e.line})
+            g["count"] += 1
+            g["last_seen"] = e.ts.isoformat() if e.ts else g["last_seen"]
+    return sorted(groups.values(), key=lambda g: -g["count"])[:limit]
+
+
+def _grouped_problems(a: Analysis, rd: Redactor, limit: int = 100) -> str:
+    items = problem_groups(a, limit)
+    if not items:
         return ("<section id='problems'><h2>Warnings and errors by template</h2>"
                 "<p class='ok'>No WARNING or ERROR lines.</p></section>")
+    by_line = {(e.file, e.line): e for e in a.run.notable}
     order = {"CRITICAL": 0, "ERROR": 1, "WARNING": 2}
-    items = sorted(groups.items(), key=lambda kv: (order[kv[0][0]], -kv[1][0]))
+    items = sorted(items, key=lambda g: (order.get(str(g.get("level")), 3), -g["count"]))
     rows = []
-    for (lvl, tpl), (count, e, msg) in items[:limit]:
-        rows.append(f"<tr class='lvl-{lvl.lower()}'><td data-v='{count}'>{count:,}</td><td><span class='lv lv-{lvl.lower()}'>{lvl}</span></td>"
-                    f"<td><code>{esc(tpl)}</code><details><summary>example</summary><pre class='evidence'>"
-                    f"<span class='loc'>{esc(rd(e.file))}:{e.line}</span> {highlight(rd(e.text[:4000]))}</pre></details></td>"
-                    f"<td>{esc(e.kind)}</td><td>{esc(e.ts.isoformat(sep=' ') if e.ts else '')}</td></tr>")
-    more = f"<p class='muted'>{len(items) - limit} more templates not shown.</p>" if len(items) > limit else ""
+    for g in items:
+        lvl = str(g.get("level") or "WARNING").upper()
+        e = by_line.get((g.get("file"), g.get("first_line")))
+        example = ""
+        if e is not None:
+            example = (f"<details><summary>example</summary><pre class='evidence'><span class='loc'>"
+                       f"{esc(rd(e.file))}:{e.line}</span> {highlight(rd(e.text[:4000]))}</pre></details>")
+        first = str(g.get("first_seen") or "").replace("T", " ")
+        last = str(g.get("last_seen") or "").replace("T", " ")
+        rows.append(f"<tr class='lvl-{esc(lvl.lower())}'><td data-v='{int(g['count'])}'>{int(g['count']):,}</td>"
+                    f"<td><span class='lv lv-{esc(lvl.lower())}'>{esc(lvl)}</span></td>"
+                    f"<td><code>{esc(rd(str(g.get('template') or '')))}</code>{example}</td>"
+                    f"<td>{esc(g.get('kind'))}</td><td>{esc(first)}</td><td>{esc(last)}</td></tr>")
     return ("<section id='problems'><h2>Warnings and errors by template</h2>"
             "<div class='tablewrap'><table class='sortable' id='problem-table'><thead><tr><th data-type='n'>count</th>"
             "<th data-type='s'>level</th><th data-type='s'>template (first example)</th><th data-type='s'>kind</th>"
-            "<th data-type='s'>first seen</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>" + more + "</section>")
+            "<th data-type='s'>first seen</th><th data-type='s'>last seen</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table></div></section>")
 
 
 def _unknown(a: Analysis, rd: Redactor, limit: int = 50) -> str:
