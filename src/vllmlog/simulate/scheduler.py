@@ -287,6 +287,15 @@ class Engine:
                 continue
             if now > hard_stop:
                 break
+            # ---- fast path: many uneventful decode steps at once (byte-identical to stepping one by one)
+            if self.bulk and not w.per_token and self.pending_death is None:
+                t_ev = min(next_arr, self.heap[0][0] if self.heap else math.inf, next_tick)
+                if not w.stats_periodic:
+                    t_ev = min(t_ev, self.last_stats + interval)
+                t_bulk = self._bulk_decode(now, t_ev, hard_stop)
+                if t_bulk is not None:
+                    now = t_bulk
+                    continue
             # ---- one engine step
             t0 = now
             batch_pf, batch_dec, pf_tokens, ctx_tokens = self._schedule(t0)
@@ -362,6 +371,81 @@ class Engine:
         return SimResult(self.requests, self.incidents, ready, end, self.cum_preempt)
 
     # ------------------------------------------------------------------ scheduling
+    def _bulk_decode(self, now: float, t_ev: float, hard_stop: float) -> float | None:
+        """Advance k ≥ 1 pure-decode steps that end before `t_ev` in one go; None when not applicable.
+
+        Applies only when nothing observable can happen inside the span: no prefill in progress, nobody
+        admitted or swapped in, no request finishing, no preemption (enough free blocks for every
+        allocation), no event or stats line. Step times use the same jitter draws, in the same order and
+        with the same arithmetic, as single steps, so the result is identical.
+        """
+        run = self.running
+        n = len(run)
+        if n == 0 or n > self.budget:
+            return None
+        bs = self.bs
+        k_max = 1 << 30
+        ctx = 0
+        for r in run:
+            if r.computed < r.prefill_target:
+                return None
+            left = r.target - r.out - 1  # the finishing step goes through the normal path
+            if left < k_max:
+                k_max = left
+            ctx += r.prompt + r.out
+        if k_max <= 0:
+            return None
+        if self.swapped:
+            r = self.swapped[0]
+            if len(run) < self.max_seqs and self.free_blocks - r.blocks >= self.watermark:
+                return None
+        elif self.waiting and len(run) < self.max_seqs and self.budget - n > 0:
+            r = self.waiting[0]
+            if self.free_blocks - (-(-r.prefill_target // bs)) >= self.watermark:
+                return None  # an admission would happen
+        # blocks each step allocates: request r needs one at steps g+1+1, g+1+1+bs, … (1-based)
+        horizon = min(k_max, 4096)
+        alloc = [0] * (horizon + 2)
+        for r in run:
+            j = r.blocks * bs - (r.prompt + r.out) + 2
+            while j <= horizon:
+                alloc[j] += 1
+                j += bs
+        step_time = self.cfg.step.step_time
+        rng = self.step_rng
+        jit = 1.0 + self.cfg.step.jitter + 1e-9  # upper bound of the jitter factor
+        free = self.free_blocks
+        t = now
+        k = 0
+        kv_first = kv_last = None
+        while k < horizon:
+            need = alloc[k + 1]
+            if need > free:
+                break
+            c = ctx + k * n
+            if t > hard_stop or t + step_time(0, n, c, 0.5) * jit >= t_ev:  # the step could reach an event
+                break
+            t1 = t + step_time(0, n, c, rng.random())
+            free -= need
+            if self.total_blocks - free >= self.kv_full_blocks:
+                if kv_first is None:
+                    kv_first = t1
+                kv_last = t1
+            t = t1
+            k += 1
+        if k == 0:
+            return None
+        for r in run:
+            r.out += k
+            r.blocks = max(r.blocks, -(-(r.prompt + r.out - 1) // bs))
+        self.free_blocks = free
+        self.gen_since += n * k
+        if kv_first is not None:
+            self._observe("kvfull", kv_first)
+            self._observe("kvfull", kv_last)  # type: ignore[arg-type]
+        self.last_activity = t
+        return t
+
     def _schedule(self, t0: float) -> tuple[list[tuple[SimRequest, int]], list[SimRequest], int, int]:
         """Pick this step's batch: decodes (preempting on KV exhaustion), swap-ins, new prefills."""
         bs = self.bs
@@ -371,6 +455,28 @@ class Engine:
         pf_tokens = 0
         ctx_tokens = 0
         preempted = False
+        if self.free_blocks >= len(self.running):
+            # Fast path: every sequence can get the one block it may need, so nobody is preempted.
+            free = self.free_blocks
+            for r in self.running:
+                if r.computed < r.prefill_target:
+                    chunk = min(r.prefill_target - r.computed, budget)
+                    if chunk > 0:
+                        budget -= chunk
+                        pf_tokens += chunk
+                        batch_pf.append((r, chunk))
+                    continue
+                seq_len = r.prompt + r.out
+                if r.blocks * bs < seq_len:
+                    r.blocks += 1
+                    free -= 1
+                if budget <= 0:
+                    continue
+                budget -= 1
+                ctx_tokens += seq_len
+                batch_dec.append(r)
+            self.free_blocks = free
+            return self._admit(t0, batch_pf, batch_dec, pf_tokens, ctx_tokens, budget)
         queue = deque(self.running)
         new_running: list[SimRequest] = []
         while queue:
@@ -405,6 +511,14 @@ class Engine:
         self.running = new_running
         if preempted:
             return batch_pf, batch_dec, pf_tokens, ctx_tokens
+        return self._admit(t0, batch_pf, batch_dec, pf_tokens, ctx_tokens, budget)
+
+    def _admit(
+        self, t0: float, batch_pf: list[tuple[SimRequest, int]], batch_dec: list[SimRequest], pf_tokens: int,
+        ctx_tokens: int, budget: int,
+    ) -> tuple[list[tuple[SimRequest, int]], list[SimRequest], int, int]:
+        """Swap-ins (V0), then new admissions within the remaining budget, KV blocks and max_num_seqs."""
+        bs = self.bs
         # V0: swapped requests come back before any new request is admitted.
         while self.swapped and len(self.running) < self.max_seqs:
             r = self.swapped[0]
@@ -422,8 +536,6 @@ class Engine:
             r = self.waiting[0]
             need = -(-r.prefill_target // bs)
             if self.free_blocks - need < self.watermark:
-                if not self.running and need <= self.total_blocks - self.watermark:
-                    pass  # cannot happen once everything else is freed; guard against livelock
                 break
             chunk = min(r.prefill_target, budget)
             if chunk < r.prefill_target and not w.v1 and (batch_pf or batch_dec):
@@ -624,3 +736,5 @@ class Engine:
     hang_start = 0.0
     pending_faults = 0
     pending_death: Fault | None = None
+    bulk = True
+    """Use the bulk-decode fast path (tests switch it off to prove equivalence)."""

@@ -130,6 +130,8 @@ class LogWriter:
     """True when stats come from a timer (V1 API server), False when from engine steps (V0)."""
     wants_waiting_warnings = False
     """Whether the engine should report requests waiting longer than `waiting_warn_s`."""
+    per_token = False
+    """Whether `on_decode` writes anything (if not, the engine may advance many decode steps at once)."""
 
     def __init__(self, cfg: SimConfig, sink: Sink) -> None:
         self.cfg = cfg
@@ -223,6 +225,19 @@ WORDS = (
     "get come made may part summarize explain translate write code python function error server request model "
     "latency cache memory token batch queue please describe compare list steps why"
 ).split()
+
+
+def token_ids(rng: random.Random, n: int, pool: list[str]) -> str:
+    """A printed token-id list of length n (BOS first), cut from a seeded pool (cheap and varied)."""
+    if n <= 1:
+        return "[128000]"
+    start = rng.randrange(len(pool) - n + 1)
+    return "[128000, " + ", ".join(pool[start: start + n - 1]) + "]"
+
+
+def id_pool(rng: random.Random, size: int = 8192) -> list[str]:
+    """Random Llama-3 token ids as strings, drawn once per run."""
+    return [str(rng.randrange(300, 128000)) for _ in range(size)]
 
 
 def prompt_text(rng: random.Random, n_words: int) -> str:

@@ -23,6 +23,7 @@ class HandbookWriter(V0Writer):
 
     name = "handbook"
     wants_waiting_warnings = True
+    per_token = True
 
     def make_ids(self, idx: int, chat: bool) -> tuple[str, str]:
         """`req_000123`."""

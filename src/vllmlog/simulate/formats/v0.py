@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from .base import Clock, LogWriter, Sink, prompt_text, record
+from .base import Clock, LogWriter, Sink, id_pool, prompt_text, record, token_ids
 
 if TYPE_CHECKING:
     from ..config import Fault, SimConfig
@@ -93,6 +93,7 @@ class V0Writer(LogWriter):
     def __init__(self, cfg: SimConfig, sink: Sink) -> None:
         super().__init__(cfg, sink)
         self.tp = cfg.engine.tensor_parallel_size
+        self._ids: list[str] | None = None
 
     # ------------------------------------------------------------------ prefix helpers
     def p(self, t: float, level: str, where: str) -> str:
@@ -334,10 +335,9 @@ class V0Writer(LogWriter):
 
     # ------------------------------------------------------------------ requests
     def _token_ids(self, n: int) -> str:
-        rng = self.rng
-        m = min(n, self.max_log_len)
-        ids = [128000] + [rng.randrange(300, 128000) for _ in range(m - 1)]
-        return "[" + ", ".join(map(str, ids)) + "]"
+        if self._ids is None:
+            self._ids = id_pool(self.rng)
+        return token_ids(self.rng, min(n, self.max_log_len), self._ids)
 
     def _prompt_repr(self, req: SimRequest) -> str:
         words = prompt_text(self.rng, 24)

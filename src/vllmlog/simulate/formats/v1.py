@@ -79,6 +79,7 @@ class V1Writer(LogWriter):
         self.target_hit = round(self.rng.uniform(2.0, 35.0), 1)
         self.n_seen = 0
         self.log_outputs = cfg.log_outputs and self.name == "v1"
+        self.per_token = self.log_outputs
         self.outputs: dict[str, list[str]] = {}
 
     # ------------------------------------------------------------------ prefixes

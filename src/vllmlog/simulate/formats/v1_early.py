@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import prompt_text
+from .base import id_pool, prompt_text, token_ids
 from .v0 import oom_message, watchdog_lines
 from .v1 import BAR, PY, ROUTES_010, SAMPLING_010, V1Writer, _commas
 
@@ -21,6 +21,7 @@ class V1EarlyWriter(V1Writer):
     name = "v1-0.10"
     version = "0.10.0"
     max_log_len = 100
+    _ids: list[str] | None = None
 
     def proc(self, who: str, rank: int = 0) -> str:
         """Only TP workers carry a (bold cyan) prefix in 0.10.0."""
@@ -156,7 +157,9 @@ class V1EarlyWriter(V1Writer):
     def on_arrival(self, t: float, req: SimRequest, waiting: int) -> None:
         """0.10.0 request logger (prompt and ids, truncated by --max-log-len) and `Added request`."""
         words = prompt_text(self.rng, 24)
-        ids = [128000] + [self.rng.randrange(300, 128000) for _ in range(min(req.prompt, self.max_log_len) - 1)]
+        if self._ids is None:
+            self._ids = id_pool(self.rng)
+        ids = token_ids(self.rng, min(req.prompt, self.max_log_len), self._ids)
         self.n_seen += 1
         self.line(t, "api", "INFO", "logger.py:43",
                   f"Received request {req.rid}: prompt: {words[: self.max_log_len]!r}, params: "
