@@ -513,3 +513,16 @@ _ENVELOPE = re.compile(r"^(?:\([^)]*\)\s*)?(?:(?:INFO|WARNING|ERROR|DEBUG|CRITIC
 def msg_of(e: Event) -> str:
     """The record's message without the vLLM envelope (process tag, level, time, [file:line])."""
     return _ENVELOPE.sub("", e.message, count=1).strip()
+
+
+def jval(j: Any, name: str) -> float | None:
+    """A journey number, made conservative when it was estimated from 1-second timestamps
+    (lowered by the timestamp resolution, so rounding cannot make a request look slow)."""
+    v = getattr(j, name, None)
+    if v is None:
+        return None
+    src = (getattr(j, "sources", None) or {}).get(name)
+    if src == "estimated":
+        res = getattr(j, "ts_resolution_s", None) or 1.0
+        return max(0.0, v - res)
+    return v

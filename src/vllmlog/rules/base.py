@@ -135,8 +135,12 @@ class Finding:
             "process": self.process,
             "server": self.server,
             "caused_by": self.caused_by,
-            "data": self.data,
+            "data": {k: v for k, v in self.data.items() if k not in _INTERNAL},
         }
+
+
+#: ``Finding.data`` keys used by ``diagnose`` itself, not part of the public JSON.
+_INTERNAL = frozenset({"can_explain", "consequence_of"})
 
 
 class Rule:

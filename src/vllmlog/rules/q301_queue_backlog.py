@@ -56,7 +56,7 @@ class QueueBacklog(Rule):
             hb = [e for e in v.of("queue_wait_exceeded") if not v.in_shutdown(e.line)]
             rejected = [e for e in v.of("request_rejected") if not v.in_shutdown(e.line)]
             slow_j = [j for j in run.journeys if j.file == v.file and j.server == v.index
-                      and getattr(j, "queue_s", None) is not None and j.queue_s > wait_s]
+                      and (u.jval(j, "queue_s") or 0) > wait_s]
             if not found and not rejected and len(hb) < int(options["min_wait_lines"]) and len(slow_j) < int(options["min_wait_lines"]):
                 continue
             samples_all = [s for st in found for s in st]

@@ -38,8 +38,8 @@ class SlowTtft(Rule):
                                       and (s.generation_throughput or 0) == 0):
                     if len(st) >= int(options["min_prefill_intervals"]):
                         stretches.append(st)
-            js = [j for j in run.journeys if j.file == v.file and j.server == v.index and getattr(j, "ttft_s", None) is not None]
-            slow_j = [j for j in js if j.ttft_s > thr]
+            js = [j for j in run.journeys if j.file == v.file and j.server == v.index and u.jval(j, "ttft_s") is not None]
+            slow_j = [j for j in js if (u.jval(j, "ttft_s") or 0) > thr]
             j_slow = len(slow_j) >= int(options["min_count"]) and len(slow_j) / max(len(js), 1) >= float(options["min_fraction"])
             if not stretches and not j_slow:
                 continue
