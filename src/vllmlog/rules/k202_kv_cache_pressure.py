@@ -36,9 +36,10 @@ class KvCachePressure(Rule):
             pre = [e for e in v.of("preemption") if not v.in_shutdown(e.line)]
             alloc = [e for e in v.of("block_allocation_failed") if not v.in_shutdown(e.line)]
             episodes: list[tuple[list, bool]] = []
+            arrivals = sorted(j.arrival_ts for j in run.journeys if j.file == v.file and j.arrival_ts is not None)
             for samples in v.by_engine().values():
                 for st in u.stretches(samples, lambda s: (s.kv_cache_usage or 0) >= caution):
-                    silent = self._silent(st, samples, critical)
+                    silent = self._silent(st, samples, critical) or self._reprefill(st, arrivals, critical)
                     field_pre = any((s.preemptions or 0) > 0 or (s.swapped or 0) > 0 for s in st)
                     if len(st) >= int(options["min_intervals"]) or silent or field_pre or pre:
                         episodes.append((st, silent or field_pre))
@@ -120,6 +121,21 @@ class KvCachePressure(Rule):
                       "preemption_lines": len(pre), "cumulative_preemptions": cum, "silent_preemption": silent_any,
                       "kv_cache_tokens": kv_tokens, "min_running": floor_run},
             )
+
+    @staticmethod
+    def _reprefill(st: list, arrivals: list, critical: float) -> bool:
+        """Prompt throughput at a full cache in an interval with no new request: preempted requests re-prefill."""
+        if not arrivals:
+            return False  # request logging off: arrivals unknown
+        import bisect
+
+        for a, b in zip(st, st[1:]):
+            if (b.kv_cache_usage or 0) < critical or not (b.prompt_throughput or 0) > 0 or a.ts is None or b.ts is None:
+                continue
+            lo, hi = bisect.bisect_right(arrivals, a.ts), bisect.bisect_right(arrivals, b.ts)
+            if hi == lo and arrivals[0] <= a.ts:
+                return True
+        return False
 
     @staticmethod
     def _silent(st: list, samples: list, critical: float) -> bool:
