@@ -105,6 +105,17 @@ def test_real_v1_summary() -> None:
     assert d["throughput"]["generation_tokens_per_s"]["max"] > 1000
     assert d["kv_cache_usage"]["source"] == "engine_stats"
     assert len(d["buckets"]) == 1
+    [eng] = d["engines"]
+    assert (eng["server"], eng["engine"], eng["source"]) == (0, 0, "engine_stats")
+    assert eng["running"]["max"] == 4 and eng["waiting"]["max"] == 60
+
+
+def test_engines_per_server_run_in_handbook_fixture() -> None:
+    d = summarize(load(str(HB), year=2026))
+    runs = {(e["server"], e["source"]) for e in d["engines"]}
+    assert runs == {(0, "request_scheduled"), (1, "request_scheduled"), (0, "decode_steps")}  # run 1 decodes nothing
+    dec0 = next(e for e in d["engines"] if e["source"] == "decode_steps" and e["server"] == 0)
+    assert dec0["batch_size"]["max"] == 2 and dec0["kv_cache_usage"]["max"] == 0.85
 
 
 # ----------------------------------------------------------------------------- handbook logs from the simulator

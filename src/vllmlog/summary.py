@@ -348,6 +348,53 @@ def engine_use(series: SeriesBuilder, max_num_seqs: int | None = None,
             "batch_size": batch, "stats_preemptions": sum(pre) if pre else None}
 
 
+def per_engine(series: SeriesBuilder) -> list[dict[str, Any]]:
+    """One line per (file, server run, engine): the series' extremes and time-weighted means."""
+    keys: dict[tuple, dict[str, Any]] = {}
+    for s in series.stats:
+        if s.ts is None:
+            continue
+        k = (s.file, s.server, s.engine if s.source_kind == "engine_stats" else None)
+        d = keys.get(k)
+        if d is None:
+            d = keys[k] = {"file": s.file, "server": s.server, "engine": k[2], "source": s.source_kind, "samples": 0,
+                           "first_ts": _iso(s.ts), "last_ts": _iso(s.ts)}
+        d["samples"] += 1
+        d["last_ts"] = _iso(s.ts)
+    out = []
+    for (f, srv, eng), d in sorted(keys.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] if kv[0][2] is not None else -1)):
+        kinds = (d["source"],)
+
+        def one(attr: str, f: str = f, srv: int = srv, eng: Any = eng, kinds: tuple = kinds) -> dict[str, Any]:
+            g = {k: v for k, v in _series_groups(series, attr, None, kinds).items()
+                 if k[0] == f and k[1] == srv and (k[2] == eng or eng is None)}
+            return _usage(g)
+
+        for attr in ("running", "waiting", "swapped", "kv_cache_usage", "generation_throughput", "prompt_throughput"):
+            u = one(attr)
+            d[attr] = {"max": u["max"], "mean": u["time_weighted_mean"]}
+        out.append(d)
+    dec: dict[tuple, dict[str, Any]] = {}
+    for x in series.decode:
+        k = (x.file, x.server)
+        d = dec.get(k)
+        if d is None:
+            d = dec[k] = {"file": x.file, "server": x.server, "engine": None, "source": "decode_steps", "samples": 0,
+                          "first_ts": _iso(x.ts), "last_ts": _iso(x.ts), "_bs": 0.0, "_kv": 0.0,
+                          "batch_size": {"max": 0, "mean": None}, "kv_cache_usage": {"max": 0.0, "mean": None}}
+        d["samples"] += 1
+        d["last_ts"] = _iso(x.ts)
+        d["_bs"] += x.batch_size_mean
+        d["_kv"] += x.kv_mean
+        d["batch_size"]["max"] = max(d["batch_size"]["max"], x.batch_size_max)
+        d["kv_cache_usage"]["max"] = max(d["kv_cache_usage"]["max"], x.kv_max)
+    for d in dec.values():
+        d["batch_size"]["mean"] = d.pop("_bs") / d["samples"]
+        d["kv_cache_usage"]["mean"] = d.pop("_kv") / d["samples"]
+        out.append(d)
+    return out
+
+
 # ----------------------------------------------------------------------------- warnings / errors
 def _message(e: Any) -> str:
     """The first line of an event's message, without the process/level/time/source prefix."""
@@ -436,7 +483,7 @@ def _http(run: Run) -> dict[str, Any]:
 def summarize(run: Run, digest: Digest | None = None, slo: SloTargets | None = None,
               by: str | None = None, top: int = 30) -> dict[str, Any]:
     """The summary document. Stable keys: ``time_range, runs, requests, latency, tokens, throughput,
-    kv_cache_usage, queue, preemptions, errors, warnings, http, slo`` (+ ``buckets`` with ``by``).
+    kv_cache_usage, queue, engines, preemptions, errors, warnings, http, slo`` (+ ``buckets`` with ``by``).
 
     ``digest`` holds journeys already folded in while streaming; without it ``run.journeys`` is used."""
     if digest is None:
@@ -460,6 +507,7 @@ def summarize(run: Run, digest: Digest | None = None, slo: SloTargets | None = N
         "queue": dict(use["queue"], queue_wait_exceeded=js.queue_wait_exceeded),
         "batch_size": use["batch_size"],
         "prefix_cache_hit_rate": use["prefix_cache_hit_rate"],
+        "engines": per_engine(run.series),
         "preemptions": _preemptions(run, js, use),
         "errors": grouped_events(run, ("ERROR", "CRITICAL"), top=top),
         "warnings": grouped_events(run, ("WARNING",), top=top),
