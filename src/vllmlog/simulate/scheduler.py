@@ -403,8 +403,14 @@ class Engine:
             r = self.waiting[0]
             if self.free_blocks - (-(-r.prefill_target // bs)) >= self.watermark:
                 return None  # an admission would happen
+        # an upper bound of the steps that fit before the next event (every step lasts at least dt_min)
+        dt_min = self.cfg.step.step_time(0, n, ctx, 0.0)
+        if dt_min <= 0:
+            return None
+        horizon = min(k_max, int((t_ev - now) / dt_min) + 1, 4096)
+        if horizon < 2:
+            return None  # not worth it: at most one step before the next event
         # blocks each step allocates: request r needs one at steps g+1+1, g+1+1+bs, … (1-based)
-        horizon = min(k_max, 4096)
         alloc = [0] * (horizon + 2)
         for r in run:
             j = r.blocks * bs - (r.prompt + r.out) + 2
