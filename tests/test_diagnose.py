@@ -1,0 +1,68 @@
+"""diagnose(): evidence are real lines, summary/verdict, consequence folding, config switches."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from vllmlog.diagnose import at_or_above, diagnose, report, summarize
+from vllmlog.rules import Severity
+from vllmlog.rules.config import config_from_dict
+from vllmlog.run import load
+
+from .conftest import CORPUS, corpus_logs
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+@pytest.mark.parametrize("path", corpus_logs(), ids=lambda p: p.name)
+def test_evidence_lines_are_real(path) -> None:
+    """Every evidence line's text is the file's line with that number (ANSI/wrappers aside)."""
+    raw = path.read_bytes().split(b"\n")
+    for f in diagnose(load(str(path), year=2026)):
+        assert f.file == str(path)
+        assert 0 < len(f.evidence) <= 24
+        for e in f.evidence:
+            line = _ANSI.sub("", raw[e.line - 1].decode("utf-8", "replace")).rstrip("\r")
+            text = e.text.strip()
+            assert text and (text in line or line.strip() in text), (e.line, text[:80], line[:80])
+
+
+def test_sorted_by_severity_then_time() -> None:
+    fs = diagnose(load(str(next((CORPUS / "incidents").glob("19-*.log"))), year=2026))
+    keys = [(-int(f.severity), f.first_seen) for f in fs]
+    assert keys == sorted(keys)
+
+
+def test_summary_and_report() -> None:
+    run = load(str(next((CORPUS / "vllm-cpu").glob("06b-*.log"))), year=2026)
+    doc = report(run)
+    assert doc["summary"]["verdict"] == "down"
+    assert doc["summary"]["top"]["category"] == "kv_cache_capacity_error"
+    assert doc["summary"]["by_severity"]["critical"] >= 1
+    assert summarize([])["verdict"] == "healthy"
+    fs = diagnose(run)
+    assert at_or_above(fs, Severity.CRITICAL) and not at_or_above([f for f in fs if f.severity < 3], Severity.CRITICAL)
+
+
+def test_disable_rule() -> None:
+    run = load(str(next((CORPUS / "incidents").glob("49-*.log"))), year=2026)
+    assert any(f.code == "Q301" for f in diagnose(run))
+    cfg = config_from_dict({"rules": {"disable": ["queue-backlog"]}})
+    assert not any(f.code == "Q301" for f in diagnose(run, cfg))
+
+
+def test_no_text_fill_for_watch() -> None:
+    run = load(str(next((CORPUS / "vllm-cpu-faults").glob("P2-*.log"))), year=2026)
+    fs = diagnose(run, fill_text=False)
+    assert fs[0].code == "E401" and any(e.text == "" for e in fs[0].evidence)
+
+
+def test_kernel_oom_report_confirms_kill() -> None:
+    """A dmesg excerpt given with the log names the OOM killer in the finding."""
+    d = CORPUS / "vllm-cpu-faults"
+    fs = diagnose(load([str(next(d.glob("P5-*.log"))), str(d / "P5-dmesg-oom.txt")], year=2026))
+    top = fs[0]
+    assert top.category == "runtime_oom" and "OOM killer" in top.message
+    assert any(e.file.endswith("P5-dmesg-oom.txt") for e in top.evidence)
