@@ -424,6 +424,8 @@ def test_cli_exit_codes_and_outputs(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["simulate", "--format", "v9"]) == 2
     assert main(["simulate", "--fault", "meteor@10"]) == 2
     assert main(["simulate", "--start", "yesterday"]) == 2
+    assert main(["simulate", "--duration", "5s", "-o", str(tmp_path / "missing" / "x.log")]) == 2
+    assert "cannot write" in capsys.readouterr().err
 
 
 def test_v1_log_outputs_chat_deltas_match_truth() -> None:

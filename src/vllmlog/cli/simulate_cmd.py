@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 from rich.table import Table
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ._app import app
 from .common import OptStr, OutOpt, stderr, stdout_console
 
@@ -104,14 +104,21 @@ def simulate_cmd(
     )
     t0 = time.perf_counter()
     to_file = bool(output and output != "-")
-    out = open(output, "w", encoding="utf-8", newline="") if to_file else sys.stdout  # noqa: SIM115
+    try:
+        out = open(output, "w", encoding="utf-8", newline="") if to_file else sys.stdout  # noqa: SIM115
+    except OSError as exc:
+        raise InputError(f"cannot write {output}: {exc.strerror}") from exc
     try:
         report = simulate(cfg, out, follow=follow, speed=speed)
+        if not to_file:
+            out.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise InputError(f"cannot write {output or 'standard output'}: {exc.strerror}") from exc
     finally:
         if to_file:
             out.close()
-        else:
-            out.flush()
     elapsed = time.perf_counter() - t0
     if truth:
         with open(truth, "w", encoding="utf-8") as fp:
