@@ -115,3 +115,20 @@ def test_aborts_are_logged_and_completions_estimated() -> None:
 def test_fault_runs_against_client_truth(name: str) -> None:
     c = _check(FAULTS / f"{name}.log", FAULTS / f"{name[:2]}-client-truth.csv", all_reach_server=False)
     assert c["found"] > 30
+
+
+@pytest.mark.parametrize("name", ["05-bad-input-errors", "05b-bad-input-errors-log-error-stack"])
+def test_bad_requests_are_errors_with_their_http_status(name: str) -> None:
+    import json
+
+    run = load(str(CPU / f"{name}.log"), year=2026)
+    js = {j.request_id: j for j in run.journeys}
+    answers = {json.loads(x)["case"]: json.loads(x)["status"] for x in (CPU / f"{name[:3].rstrip('-')}-bad-input-responses.jsonl").open()}
+    assert "None" not in js  # `Exception caught. Request id: None`
+    for rid, j in js.items():
+        case = rid.removeprefix("cmpl-bad-").removesuffix("-0")
+        assert j.status == ("success" if answers[case] == 200 else "error"), rid
+        if j.http_status is not None:
+            assert j.http_status == answers[case], rid
+    # the exception line (`cmpl-bad-x`) joins the request logged as `cmpl-bad-x-0`
+    assert "cmpl-bad-too_many_logprobs" not in js and js["cmpl-bad-too_many_logprobs-0"].status == "error"

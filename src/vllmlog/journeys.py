@@ -293,6 +293,9 @@ class JourneyBuilder:
         m = _CHILD_PREFIX.match(rid)
         if m and (m["api"] in self.open or m["api"] in self.closing):
             return m["api"]
+        c = rid + "-0"  # completions: `cmpl-<id>-0`; exception lines may name `cmpl-<id>`
+        if c in self.open or c in self.closing:
+            return c
         return rid
 
     def _journey(self, rid: str, e: Event) -> Journey:
@@ -360,6 +363,8 @@ class JourneyBuilder:
                 j.last_kind = k
                 self._last, self._last_kind = j, k
                 return
+        if rid == "None":
+            return  # `Exception caught. Request id: None`
         if rid is None:
             ids = f.get("request_ids") if k == "request_aborted" else None
             if not ids:
