@@ -130,6 +130,11 @@ def _resolve(findings: list[Finding]) -> None:
             probe_files[p.file] = (min(lo, p.first), max(hi, p.last))
     if not need and not probe_files:
         return
+    if set(need) | set(probe_files) == {"-"}:
+        for f in findings:
+            for e in f.evidence:
+                e.text = e.text or e.fallback
+        return
     texts: dict[tuple[str, int], str] = {}
     for path in set(need) | set(probe_files):
         if path == "-":
@@ -145,7 +150,7 @@ def _resolve(findings: list[Finding]) -> None:
     for f in findings:
         for e in f.evidence:
             if not e.text:
-                e.text = texts.get((e.file, e.line), "")
+                e.text = texts.get((e.file, e.line), "") or e.fallback
         extra: list[Evidence] = []
         for p in f.probes:
             hits = [Evidence(p.file, i, texts[(p.file, i)]) for i in range(p.first, p.last + 1)

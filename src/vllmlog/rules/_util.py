@@ -100,8 +100,18 @@ def dedupe(evs: Iterable[Evidence | None], limit: int = 12) -> list[Evidence]:
 
 
 def sample_ev(s: StatsSample) -> Evidence:
-    """Evidence for a stats sample (text filled in later by ``diagnose``)."""
-    return Evidence(s.file, s.line, "")
+    """Evidence for a stats sample (text filled in later by ``diagnose``; a rendering when it cannot be)."""
+    parts = []
+    if s.prompt_throughput is not None:
+        parts.append(f"Avg prompt throughput: {s.prompt_throughput:.1f} tokens/s")
+    if s.generation_throughput is not None:
+        parts.append(f"Avg generation throughput: {s.generation_throughput:.1f} tokens/s")
+    for name, val in (("Running", s.running), ("Waiting", s.waiting), ("Swapped", s.swapped)):
+        if val is not None:
+            parts.append(f"{name}: {val} reqs")
+    if s.kv_cache_usage is not None:
+        parts.append(f"KV cache usage: {s.kv_cache_usage * 100:.1f}%")
+    return Evidence(s.file, s.line, "", fallback="[stats] " + ", ".join(parts))
 
 
 @dataclass

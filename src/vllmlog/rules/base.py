@@ -58,6 +58,8 @@ class Evidence:
     file: str
     line: int
     text: str = ""
+    fallback: str = field(default="", repr=False, compare=False)
+    """Shown when the line cannot be read back (standard input): a rendering of what the line said."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape ``{file, line, text}``."""
