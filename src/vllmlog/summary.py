@@ -529,11 +529,12 @@ def summarize_paths(paths: Sequence[str] | str, *, year: int | None = None, slo:
     from .run import Pipeline
 
     digest = Digest(slo, by)
-    sink = digest.add
-    if journey_sink is not None:
-        def sink(j: Journey) -> None:
-            digest.add(j)
-            journey_sink(j)
+
+    def both(j: Journey) -> None:
+        digest.add(j)
+        journey_sink(j)  # type: ignore[misc]
+
+    sink = digest.add if journey_sink is None else both
     st = ParseStats()
     pipe = Pipeline(journey_sink=sink, keep_journeys=False)
     for batch in iter_batches(paths, year=year, stats=st, progress=progress):
