@@ -164,3 +164,17 @@ def test_v0_finished_and_preemption_lines(tmp_path: Path):
     )
     [j] = load(str(log), year=2026).journeys
     assert j.status == "success" and j.preemptions == 1 and j.e2e_s == 3.0 and j.sources["e2e_s"] == "estimated"
+
+
+def test_same_id_received_again_while_open_is_a_retry():
+    b = JourneyBuilder()
+    b.new_server("f.log")
+    b.add(_ev(1, "request_received", "cmpl-r-0", 0))
+    b.add(_ev(2, "request_added", "cmpl-r-0-0a0b0c0d", 0))
+    b.add(_ev(3, "request_received", "cmpl-r-0", 20))
+    b.add(_ev(4, "request_added", "cmpl-r-0-1a1b1c1d", 20))
+    b.shutdown()
+    first, second = b.finish()
+    assert (first.attempt, first.status) == (1, "unfinished") and "retry" in first.reason
+    assert (second.attempt, second.status, second.engine_request_id) == (2, "success", "cmpl-r-0-1a1b1c1d")
+    assert second.sources["status"] == "estimated"

@@ -210,7 +210,6 @@ class JourneyBuilder:
         self.evicted = 0
         self.closing: OrderedDict[str, Journey] = OrderedDict()
         self.alias: dict[str, str] = {}
-        self.attempts: dict[str, int] = {}
         self.clean_shutdown = False
         self.emitted = 0
         self._last: Journey | None = None
@@ -241,7 +240,6 @@ class JourneyBuilder:
         while self.closing:
             self._emit(self.closing.popitem(last=False)[1])
         self.alias.clear()
-        self.attempts.clear()
         self._last = None
 
     def _emit(self, j: Journey) -> None:
@@ -302,18 +300,21 @@ class JourneyBuilder:
         key = self._resolve(rid)
         j = self.open.get(key)
         start = e.kind in START_KINDS
+        n = 1
         if j is not None and start and j.starts and (j.reached_engine or j.ended):
-            # the same id arrives again while the first is still open: a retry (or a reused id)
+            # the same id arrives again while the first is still open: a retry (or a reused id);
+            # the first attempt's outcome is unknown
             j.reason = j.reason or "request id received again (retry?)"
+            j.ended = True
             self._close(j)
+            n = j.attempt + 1
             j = None
         if j is None:
             c = self.closing.get(key)
             if c is not None and not start:
                 return c  # a late line of an ended request
-            n = self.attempts.get(key, 0) + 1
-            self.attempts[key] = n
             if c is not None:
+                n = c.attempt + 1
                 self.closing.pop(key)
                 self._emit(c)
             j = Journey(key, e.file, self.server, first_line=e.line, attempt=n)
