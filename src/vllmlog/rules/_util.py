@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 #: Lines that start a deliberate stop (SIGTERM, Ctrl-C, uvicorn shutdown); errors after them are noise.
 GRACEFUL = re.compile(
     r"shutdown triggered|received signal|signal=SIG(?:TERM|INT)|\bSIG(?:TERM|INT)\b|KeyboardInterrupt|"
-    r"^(?:\S+ )?INFO:\s+Shutting down|Shutting down\.?$",
+    r"^(?:\S+ )?INFO:\s+Shutting down|Shutting down\.?$|Shutting down FastAPI HTTP server|gracefully shutting down",
 )
 UNEXPECTED = re.compile(r"unexpected", re.I)
 
@@ -536,3 +536,15 @@ def jval(j: Any, name: str) -> float | None:
         res = getattr(j, "ts_resolution_s", None) or 1.0
         return max(0.0, v - res)
     return v
+
+
+LENGTH_TEXT = re.compile(r"maximum context length|is too large: \d+|longer than the maximum model length|"
+                         r"is too long and exceeds", re.I)
+
+
+def is_length_rejection(e: Event) -> bool:
+    """A rejection whose text says the request is longer than --max-model-len."""
+    k = kinds_of(e)
+    if "context_length_exceeded" in k or "prompt_too_long" in k:
+        return True
+    return e.kind in ("request_failed", "request_exception", "request_rejected") and bool(LENGTH_TEXT.search(e.text))

@@ -60,6 +60,14 @@ class EngineDead(Rule):
             pri = next((e for e in fails if "engine_fatal" in u.kinds_of(e) or "cuda_error" in u.kinds_of(e)), root)
             if pri.line > root.line and root.kind in ("engine_core_died", "worker_died", "worker_exception"):
                 pri = root
+            # V0 MQLLMEngine logs the real exception (ERROR + traceback) just before the engine-dead lines
+            before = [e for e in v.events if e.line < root.line and e.level == "ERROR" and e.fields.get("exc_type")
+                      and e.kind in ("traceback", "log", "worker_exception") and root.ts and e.ts
+                      and 0 <= (root.ts - e.ts).total_seconds() <= 30 and e.line > start]
+            if before and not pri.fields.get("exc_message"):
+                pri = before[-1]
+                if pri.line < root.line:
+                    root = pri
             am = u.aftermath(v, root)
             exc = pri.fields.get("exc_message") or pri.fields.get("error")
             exc_t = pri.fields.get("exc_type")

@@ -38,7 +38,7 @@ class KvCachePressure(Rule):
             episodes: list[tuple[list, bool]] = []
             arrivals = sorted(j.arrival_ts for j in run.journeys if j.file == v.file and j.arrival_ts is not None)
             for samples in v.by_engine().values():
-                for st in u.stretches(samples, lambda s: (s.kv_cache_usage or 0) >= caution):
+                for st in u.stretches(samples, lambda s: (s.kv_cache_usage or 0) >= caution or (s.preemptions or 0) > 0):
                     silent = self._silent(st, samples, critical) or self._reprefill(st, arrivals, critical)
                     field_pre = any((s.preemptions or 0) > 0 or (s.swapped or 0) > 0 for s in st)
                     if len(st) >= int(options["min_intervals"]) or silent or field_pre or pre:

@@ -36,7 +36,7 @@ class RequestTooLong(Rule):
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
-            evs = [e for e in v.of(*KINDS) if v.serving(e.line) or v.ready_line is None]
+            evs = [e for e in v.events if u.is_length_rejection(e) and (v.serving(e.line) or v.ready_line is None)]
             if len(evs) < int(options["min_count"]):
                 continue
             lims = [u.num(e.fields.get("max_model_len") or e.fields.get("limit")) for e in evs]

@@ -32,7 +32,7 @@ def bad_param_events(v: u.ServerView) -> list:
     out = []
     for e in v.events:
         k = u.kinds_of(e)
-        if "context_length_exceeded" in k or "prompt_too_long" in k:
+        if u.is_length_rejection(e):
             continue
         if "bad_request_params" in k or (e.kind == "request_failed" and e.fields.get("reason") == "bad_request") \
                 or "RequestValidationError" in str(e.fields.get("exc_type") or "") or e.kind == "request_exception":

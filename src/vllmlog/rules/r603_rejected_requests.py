@@ -8,7 +8,7 @@ from typing import Any, Iterator
 from ..run import Run
 from . import _util as u
 from .base import Finding, Rule, Severity
-from .r601_request_too_long import KINDS as LONG_KINDS, rejected_share
+from .r601_request_too_long import rejected_share
 from .r602_bad_request_params import bad_param_events
 from .registry import register
 
@@ -38,7 +38,7 @@ class RejectedRequests(Rule):
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
-            if v.of(*LONG_KINDS) or bad_param_events(v):
+            if any(u.is_length_rejection(e) for e in v.events) or bad_param_events(v):
                 continue
             rej = [e for e in v.events if e.kind == "http_access" and e.fields.get("http_status") in (400, 413, 422)
                    and str(e.fields.get("path") or "").startswith(_GEN)]
