@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator
 
 from ..run import Run
@@ -10,6 +11,17 @@ from .base import Finding, Rule, Severity
 from .registry import register
 
 KINDS = ("context_length_exceeded", "prompt_too_long")
+
+
+_LIMIT = re.compile(r"maximum (?:context|model) length (?:is|of) ([\d,]+)")
+_ASKED = re.compile(r"for a total of (?:at least )?([\d,]+)|you requested ([\d,]+) tokens|contains (?:at least )?([\d,]+) input tokens|length ([\d,]+)\)")
+
+
+def _grab(rx: re.Pattern[str], text: str) -> float | None:
+    m = rx.search(text)
+    if not m:
+        return None
+    return u.num(next(g for g in m.groups() if g))
 
 
 def rejected_share(run: Run, n: int) -> float:
@@ -39,8 +51,9 @@ class RequestTooLong(Rule):
             evs = [e for e in v.events if u.is_length_rejection(e) and (v.serving(e.line) or v.ready_line is None)]
             if len(evs) < int(options["min_count"]):
                 continue
-            lims = [u.num(e.fields.get("max_model_len") or e.fields.get("limit")) for e in evs]
-            reqs = [u.num(e.fields.get("requested_tokens") or e.fields.get("prompt_tokens")) for e in evs]
+            lims = [u.num(e.fields.get("max_model_len") or e.fields.get("limit")) or _grab(_LIMIT, e.text) for e in evs]
+            reqs = [u.num(e.fields.get("requested_tokens") or e.fields.get("prompt_tokens")) or _grab(_ASKED, e.text)
+                    for e in evs]
             lim = next((x for x in lims if x), None) or u.num(u.arg(v, "max_model_len"))
             big = max((x for x in reqs if x), default=None)
             access = [e for e in v.events if e.kind == "http_access" and e.fields.get("http_status") == 400]
