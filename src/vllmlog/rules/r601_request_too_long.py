@@ -14,14 +14,17 @@ KINDS = ("context_length_exceeded", "prompt_too_long")
 
 
 _LIMIT = re.compile(r"maximum (?:context|model) length (?:is|of) ([\d,]+)")
-_ASKED = re.compile(r"for a total of (?:at least )?([\d,]+)|you requested ([\d,]+) tokens|contains (?:at least )?([\d,]+) input tokens|length ([\d,]+)\)")
+_ASKED = [re.compile(r) for r in (r"for a total of (?:at least )?([\d,]+)", r"you requested ([\d,]+) tokens",
+                                   r"contains (?:at least )?([\d,]+) input tokens", r"has ([\d,]+) input tokens",
+                                   r"\(length ([\d,]+)\)", r"Input prompt \(([\d,]+) tokens\)")]
 
 
-def _grab(rx: re.Pattern[str], text: str) -> float | None:
-    m = rx.search(text)
-    if not m:
-        return None
-    return u.num(next(g for g in m.groups() if g))
+def _grab(rx: re.Pattern[str] | list[re.Pattern[str]], text: str) -> float | None:
+    for r in rx if isinstance(rx, list) else [rx]:
+        m = r.search(text)
+        if m:
+            return u.num(m.group(1))
+    return None
 
 
 def rejected_share(run: Run, n: int) -> float:
