@@ -121,8 +121,33 @@ class LineParser:
         n = 0
         kvmap = _KV_JSON
         fiso = self._fiso
+        rest = _FAST_REST.match
+        psrc = ""
+        pre: str | None = None  # envelope + "Decode step " of the last fast line (valid only within a run of them)
+        plen = 0
+        jmid = ""
         for lineno, text in lines:
             n += 1
+            if pre is not None and text.startswith(pre):
+                # same second, same source as the previous Decode line: match only the tail
+                fr = rest(text, plen)
+                if fr is not None:
+                    n_fast += 1
+                    if mode == 1:
+                        step, rid, bs, kv = fr.groups()
+                        app(
+                            f'{{"file":{fjson},"line":{lineno},"line_end":{lineno}{jmid}{rid}",'
+                            f'"fields":{{"step":{step},"batch_size":{bs},"kv_cache_usage":{kvmap[kv]}}},'
+                            f'"text":"{text if keep else ""}"}}\n'
+                        )
+                    elif mode == 0:
+                        step, rid, bs, kv = fr.groups()
+                        app(Event(
+                            file, lineno, lineno, self._fts, "INFO", None, psrc, "decode_step", rid,
+                            {"step": int(step), "batch_size": int(bs), "kv_cache_usage": float(kv) / 100.0},
+                            text if keep else "", "handbook.decode_step", None, False,
+                        ))
+                    continue
             if text[:1] == "I":
                 fm = fast(text)
                 if fm is not None and not self._prev_cr:
@@ -137,6 +162,10 @@ class LineParser:
                         self._fts = fts
                         self._fiso = fiso = '"' + fts.isoformat() + '"' if fts is not None else "null"
                     n_fast += 1
+                    plen = fm.start(3)
+                    pre = text[:plen]
+                    psrc = fm[2]
+                    jmid = f',"ts":{fiso},"level":"INFO","process":null,"source":"{psrc}","kind":"decode_step","request_id":"'
                     if mode == 1:
                         _, src, step, rid, bs, kv = fm.groups()
                         app(
@@ -152,6 +181,7 @@ class LineParser:
                             text if keep else "", "handbook.decode_step", None, False,
                         ))
                     continue
+            pre = None
             cr = False
             if text.endswith("\r"):
                 cr = True
@@ -523,6 +553,9 @@ class _KvJson(dict):  # type: ignore[type-arg]
 
 
 _KV_JSON = _KvJson()
+_FAST_REST = re.compile(
+    r'(0|[1-9][0-9]*) for ([^\s"\\\x00-\x1f]+)\. Batch size: (0|[1-9][0-9]*), KV cache usage: ([0-9]+(?:\.[0-9]+)?)%\Z'
+)
 
 
 _dumps = orjson.dumps
