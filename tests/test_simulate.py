@@ -451,3 +451,15 @@ def test_v1_015_preemptions_field_and_coloured_stream_prefix() -> None:
     assert re.search(r"^\x1b\[0;36m\(APIServer pid=\d+\)\x1b\[0;0m INFO:     127\.0\.0\.1:\d+ - \"POST ", text, re.M)
     assert re.search(r"^\x1b\[0;36m\(EngineCore_DP0 pid=\d+\)\x1b\[0;0m Capturing CUDA graphs ", text, re.M)
     assert "(APIServer pid=" in plain and "[utils.py:325]" in plain and "version 0.15.1" in plain
+
+
+@pytest.mark.parametrize(("scenario", "fmt"), [("kv-pressure", "v0"), ("client-disconnects", "v1"), ("nccl-hang", "v1-0.15"),
+                                               ("overload", "v1-0.10"), ("engine-crash", "v0")])
+def test_bulk_decode_is_byte_identical_to_single_steps(scenario: str, fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllmlog.simulate import scheduler
+
+    fast = run(scenario, fmt)
+    monkeypatch.setattr(scheduler.Engine, "bulk", False)
+    buf = io.StringIO()
+    rep = simulate(build_config(scenario, fmt=fmt, seed=1, duration_s=DURATION), buf)
+    assert buf.getvalue() == fast[0] and rep.truth == fast[1]
