@@ -74,8 +74,9 @@ class KvCachePressure(Rule):
             if kv_tokens is None and u.arg(v, "num_gpu_blocks"):
                 kv_tokens = (u.num(u.arg(v, "num_gpu_blocks")) or 0) * 16
             max_seqs = u.arg(v, "max_num_seqs")
-            parts = [f"KV-cache usage reached {u.pct(peak)} (≥ {u.pct(caution)} for {len(samples_all) or len(hb)} "
-                     f"{'stats intervals' if samples_all else 'seconds'})"]
+            n_high = sum(1 for s in samples_all if (s.kv_cache_usage or 0) >= caution) or len(hb)
+            parts = [f"KV-cache usage reached {u.pct(peak)}" + (f" (≥ {u.pct(caution)} for {n_high} "
+                     f"{'stats intervals' if samples_all else 'seconds'})" if n_high else "")]
             if pre:
                 parts.append(f"{len(pre)} preemption warnings" + (f" (cumulative {cum})" if cum else ""))
             if field_total:
