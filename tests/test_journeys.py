@@ -178,3 +178,18 @@ def test_same_id_received_again_while_open_is_a_retry():
     assert (first.attempt, first.status) == (1, "unfinished") and "retry" in first.reason
     assert (second.attempt, second.status, second.engine_request_id) == (2, "success", "cmpl-r-0-1a1b1c1d")
     assert second.sources["status"] == "estimated"
+
+
+def test_snapshot_includes_lingering_and_open_without_changing_them():
+    from vllmlog.reader import iter_batches
+    from vllmlog.run import Pipeline
+
+    p = Pipeline()
+    events = [e for b in iter_batches(str(HB), year=2026) for e in b]
+    p.feed(events[:20])  # req_1 finished, req_2 finished, req_4 open
+    snap = {j.request_id: j for j in p.snapshot().journeys}
+    assert snap["req_1"].status == "success" and snap["req_1"].decode_s == pytest.approx(2.75)
+    assert snap["req_4"].status == "unfinished"
+    p.feed(events[20:])
+    final = {(j.request_id, j.attempt, j.server): j for j in p.finish().journeys}
+    assert final[("req_4", 1, 0)].status == "success" and final[("req_4", 1, 0)].queue_s == 1.0

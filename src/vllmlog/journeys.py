@@ -23,6 +23,7 @@ Status rules:
 
 from __future__ import annotations
 
+import copy
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -232,6 +233,17 @@ class JourneyBuilder:
         self._flush_all()
         self.done.sort(key=lambda j: (j.file, j.server, j.first_line))
         return self.done
+
+    def snapshot(self) -> list[Journey]:
+        """Kept journeys plus finalized copies of the lingering and open ones (open = unfinished so far)."""
+        out = list(self.done)
+        for j in list(self.closing.values()) + list(self.open.values()):
+            c = copy.copy(j)
+            c.sources = dict(j.sources)
+            c.aliases = list(j.aliases)
+            c.finalize(False)
+            out.append(c)
+        return out
 
     def _flush_all(self) -> None:
         for j in list(self.open.values()):

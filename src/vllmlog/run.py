@@ -236,8 +236,7 @@ class Pipeline:
 
     def snapshot(self, stats: ParseStats | None = None) -> Run:
         """The current state as a ``Run`` (journeys still open are included as unfinished)."""
-        journeys = list(self.journeys.done) + list(self.journeys.open.values())
-        return self._run(journeys, stats)
+        return self._run(self.journeys.snapshot(), stats)
 
     def finish(self, stats: ParseStats | None = None) -> Run:
         """End of input: close open journeys and return the ``Run``."""
