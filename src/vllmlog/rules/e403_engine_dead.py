@@ -69,6 +69,11 @@ class EngineDead(Rule):
                 if pri.line < root.line:
                     root = pri
             am = u.aftermath(v, root)
+            if root.kind == "engine_core_died" and pri is root and v.graceful_line is not None and not am.failed_requests \
+                    and not am.http_5xx and root.ts is not None:
+                g = next((e for e in v.events if e.line == v.graceful_line), None)
+                if g is not None and g.ts is not None and 0 <= (g.ts - root.ts).total_seconds() <= 3:
+                    continue  # Ctrl-C / SIGTERM reached the engine core first: shutdown, not a crash
             exc = pri.fields.get("exc_message") or pri.fields.get("error")
             exc_t = pri.fields.get("exc_type")
             lead = u.first(pri) if pri.kind != "cuda_error" else u.ev(pri, "CUDA error", "illegal memory")
