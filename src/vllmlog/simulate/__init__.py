@@ -45,7 +45,7 @@ def simulate(cfg: SimConfig, out: TextIO, follow: bool = False, speed: float = 1
     result = Engine(cfg, writer).run()
     sink.flush()
     category = SCENARIOS[cfg.scenario].category if cfg.scenario in SCENARIOS else ""
-    truth = build_truth(cfg, result, writer.clock, sink.lines, category)
+    truth = build_truth(cfg, result, writer.clock, sink.lines, category, writer.version)
     return SimulationReport(truth, sink.lines, result)
 
 

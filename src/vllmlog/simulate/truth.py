@@ -15,7 +15,9 @@ def _iso(clock: Clock, t: float | None) -> str | None:
     return None if t is None else clock.iso(t)
 
 
-def build_truth(cfg: SimConfig, result: SimResult, clock: Clock, lines: int, category: str) -> dict[str, Any]:
+def build_truth(
+    cfg: SimConfig, result: SimResult, clock: Clock, lines: int, category: str, vllm_version: str = "",
+) -> dict[str, Any]:
     """The truth document (`--truth FILE`); times are ISO 8601 local times, durations full-precision seconds."""
     reqs: list[dict[str, Any]] = []
     for r in result.requests:
@@ -64,6 +66,8 @@ def build_truth(cfg: SimConfig, result: SimResult, clock: Clock, lines: int, cat
         "format": cfg.fmt,
         "seed": cfg.seed,
         "category": category,
+        "vllm_version": vllm_version,
+        "engine": "v1" if cfg.fmt.startswith("v1") else "v0",
         "start_ts": clock.iso(0.0),
         "ready_ts": _iso(clock, result.ready),
         "end_ts": clock.iso(result.end),

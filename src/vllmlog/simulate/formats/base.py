@@ -122,6 +122,8 @@ class LogWriter:
 
     name = "base"
     v1 = False
+    version = ""
+    """vLLM release the format emulates."""
     stats_interval = 5.0
     """Minimum seconds between stats lines."""
     stats_tick = 10.0

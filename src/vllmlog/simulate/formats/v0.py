@@ -85,6 +85,7 @@ class V0Writer(LogWriter):
 
     name = "v0"
     v1 = False
+    version = V0_VERSION
     stats_interval = 5.0
     stats_tick = 10.0
     stats_periodic = False
