@@ -121,3 +121,26 @@ def test_threshold_changes_outcome(tmp_path: Path) -> None:
     fs = [f for f in rule.detect(run, cfg.options_for(rule)) if f.severity >= Severity.WARNING]
     # preemption lines alone still prove pressure
     assert fs and "preemption" in fs[0].message
+
+
+#: Small variants of real failure texts (other vLLM versions, log excerpts): file → (code, category).
+VARIANTS = {
+    "v0_runtime_oom.log": ("E405", "runtime_oom"),
+    "v1_config_value_error.log": ("E404", "config_error"),
+    "v1_excerpt_dead.log": ("E403", "engine_dead"),
+    "start_timeout.log": ("E404", "engine_hang"),
+    "v1_bad_request_len.log": ("R601", "request_too_long"),
+    "v1_preempt_field.log": ("K202", "kv_cache_pressure_preemption"),
+    "argparse.log": ("S105", "config_error"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_variants(name) -> None:
+    from vllmlog.diagnose import diagnose
+
+    fs = diagnose(load(str(FIXTURES / "variants" / name), year=2026))
+    assert fs, name
+    code, cat = VARIANTS[name]
+    assert (fs[0].code, fs[0].category) == (code, cat), [(f.code, f.category, f.message) for f in fs]
+    assert fs[0].severity >= Severity.WARNING
