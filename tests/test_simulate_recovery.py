@@ -89,3 +89,14 @@ def test_timeline_places_the_incident(scenario: str, fmt: str, tmp: str) -> None
     codes = {f["code"] for f in an.findings or [] if f["category"] == truth["category"]}
     hits = [e for e in an.timeline or [] if e.get("code") in codes and lo <= datetime.fromisoformat(e["ts"]) <= hi]
     assert hits, (codes, inc)
+
+
+@pytest.mark.parametrize("fmt", ["handbook", "v0", "v1", "v1-0.15", "v1-0.10"])
+def test_server_run_recovers_version_model_and_readiness(fmt: str, tmp: str) -> None:
+    truth, an = analysed("client-disconnects", fmt, SEED, tmp) if fmt != "v1-0.15" else analysed("engine-crash", fmt, SEED, tmp)
+    (server,) = an.run.servers
+    assert server.version == truth["vllm_version"]
+    assert server.model == truth["config"]["engine"]["model"]
+    assert server.ready
+    truth, an = analysed("startup-oom", "v1" if fmt.startswith("v1") else fmt, SEED, tmp)
+    assert not an.run.servers[0].ready
