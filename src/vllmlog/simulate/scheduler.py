@@ -250,7 +250,8 @@ class Engine:
                         next_arr = math.inf
                         continue
                     req = self._new_request(t)
-                    if stuck_at is not None and t >= stuck_at and not any(r.stuck for r in self.requests):
+                    if stuck_at is not None and t >= stuck_at and not self.stuck_assigned:
+                        self.stuck_assigned = True
                         req.stuck = True
                         req.max_tokens = cfg.engine.max_model_len - req.prompt
                         req.target = req.max_tokens
@@ -744,3 +745,4 @@ class Engine:
     pending_death: Fault | None = None
     bulk = True
     """Use the bulk-decode fast path (tests switch it off to prove equivalence)."""
+    stuck_assigned = False
