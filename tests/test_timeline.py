@@ -45,7 +45,7 @@ def test_kv_and_queue_turning_points() -> None:
 def test_crash_story() -> None:
     _, _, tl = _tl(next((CORPUS / "incidents").glob("23-*.log")))
     kinds = [(e.kind, e.text) for e in tl]
-    assert any(k == "error" and "illegal memory access" in t for k, t in kinds)
+    assert any(k == "lifecycle" and t.startswith("crash") and "illegal memory access" in t for k, t in kinds)
     assert any("HTTP 500" in t and "×3" in t for _, t in kinds)
 
 

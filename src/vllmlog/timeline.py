@@ -33,6 +33,8 @@ _FAIL = {
     "nccl_error", "model_load_error", "max_model_len_too_large", "port_in_use", "config_error", "oom_killed",
     "process_crashed", "block_allocation_failed", "queue_wait_exceeded",
 }
+#: Kinds that mark a crash in the lifecycle (first of each kind per server run).
+_CRASH = {"engine_fatal", "engine_core_died", "worker_died", "engine_start_failed", "process_crashed", "oom_killed"}
 #: Kinds collapsed into one entry per burst.
 _BURST = {"request_aborted", "request_failed", "http_access", "preemption", "stream_error", "context_length_exceeded",
           "request_preprocess_error", "bad_request_params", "request_exception", "slow_generation", "request_rejected"}
@@ -160,6 +162,11 @@ def _events(run: Any) -> list[TimelineEntry]:
                                     e.process, severity=sev, raw=_head(e), data={"last": e.ts})
                 burst[key] = ent
                 out.append(ent)
+                continue
+            if k in _CRASH and not v.in_shutdown(e.line) and k not in seen_life:
+                seen_life.add(k)
+                out.append(TimelineEntry(e.ts, "lifecycle", "crash — " + _describe(e), e.file, e.line, e.process,
+                                         severity="critical", raw=_head(e)))
                 continue
             if k in _FAIL or (e.level in ("ERROR", "CRITICAL") and k not in _NOISE) or \
                     (e.level == "WARNING" and k not in _NOISE and k != "engine_stats"):
