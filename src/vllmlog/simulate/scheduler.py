@@ -72,6 +72,9 @@ class SimResult:
 class Engine:
     """Runs the simulation and drives a `LogWriter`."""
 
+    bulk = True
+    """Use the bulk-decode fast path (tests switch it off to prove equivalence)."""
+
     def __init__(self, cfg: SimConfig, writer: LogWriter) -> None:
         self.cfg = cfg
         self.w = writer
@@ -104,6 +107,12 @@ class Engine:
         self.last_stats = 0.0
         self.obs: dict[str, list[float]] = {}
         self.last_activity = 0.0
+        self.end_after_death = 0.0
+        self.hang_start = 0.0
+        self.pending_faults = 0
+        self.pending_death: Fault | None = None
+        self.stuck_assigned = False
+        self._aborted_in_step = False
 
     # ------------------------------------------------------------------ helpers
     def _push(self, ts: float, kind: int, payload: object) -> None:
@@ -633,8 +642,6 @@ class Engine:
                 r.http_status = 200
                 w.on_finish(t1, r)
 
-    _aborted_in_step = False
-
     # ------------------------------------------------------------------ events
     def _remove(self, r: SimRequest) -> None:
         if r.state == RUNNING:
@@ -738,11 +745,3 @@ class Engine:
         self.prompt_since = self.gen_since = self.preempt_since = 0
         self.last_stats = t
         self.w.on_stats(t, snap)
-
-    end_after_death = 0.0
-    hang_start = 0.0
-    pending_faults = 0
-    pending_death: Fault | None = None
-    bulk = True
-    """Use the bulk-decode fast path (tests switch it off to prove equivalence)."""
-    stuck_assigned = False
