@@ -174,12 +174,18 @@ def handbook_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return p
 
 
+@pytest.fixture(scope="module")
+def handbook_analysis(handbook_log: Path) -> Analysis:
+    return analyze([str(handbook_log)], year=2026)
+
+
 CHARTS_DONE = "document.body.getAttribute('data-charts-rendered') !== null"
 
 
-def test_report_renders_all_charts_without_console_errors(browser: Chromium, handbook_log: Path, tmp_path: Path) -> None:
+def test_report_renders_all_charts_without_console_errors(browser: Chromium, handbook_analysis: Analysis,
+                                                          tmp_path: Path) -> None:
     out = tmp_path / "report.html"
-    a = analyze([str(handbook_log)], year=2026)
+    a = handbook_analysis
     size = write_report(a, str(out))
     assert size < 10_000_000
     html = out.read_text()
@@ -281,12 +287,12 @@ def test_prompts_redacted_by_default_and_ips_masked(tmp_path: Path) -> None:
         assert "<script>window.__pwned" not in h and "<img src=x" not in h
 
 
-def test_report_stays_small_on_a_long_log(handbook_log: Path, tmp_path: Path) -> None:
+def test_report_stays_small_on_a_long_log(handbook_analysis: Analysis, tmp_path: Path) -> None:
     """Charts are downsampled to max_points per trace and the requests table capped (worst first), so
     the page stays small whatever the log's length (a 3-million-line log gives ~6 MB)."""
     import re
 
-    a = analyze([str(handbook_log)], year=2026)
+    a = handbook_analysis
     assert len(a.run.journeys) > 150 and len(a.run.series.decode) > 60
     out = tmp_path / "long.html"
     size = write_report(a, str(out), max_points=40, max_request_rows=100)
@@ -329,7 +335,9 @@ def test_screenshot_of_bundled_example(browser: Chromium, tmp_path: Path) -> Non
 
 
 def test_highlight_escapes_then_marks_once() -> None:
-    from vllmlog.export.html import highlight
+    from vllmlog.export.html import highlight, prose
+
+    assert prose("use `--max-num-seqs <8>` & retry") == "use <code class='inline'>--max-num-seqs &lt;8&gt;</code> &amp; retry"
 
     out = highlight('ERROR <b x="1"> Error: KV cache failed & WARNING')
     assert out == ('<span class="lv lv-error">ERROR</span> &lt;b x=&quot;1&quot;&gt; <mark>Error</mark>: '

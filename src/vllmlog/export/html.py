@@ -337,6 +337,14 @@ def highlight(text: str) -> str:
     return _HL_RX.sub(mark, esc(text))
 
 
+_TICKS = re.compile(r"`([^`\n]{1,200})`")
+
+
+def prose(text: str) -> str:
+    """Escaped prose with `backticked` flags shown as inline code (escape first, then mark)."""
+    return _TICKS.sub(r"<code class='inline'>\1</code>", esc(text))
+
+
 def _fmt_s(v: Any) -> str:
     if v is None:
         return "–"
@@ -462,17 +470,17 @@ def _findings(a: Analysis, rd: Redactor) -> str:
             when += f" · {esc(f['count'])}×"
         fix = f["fix"]
         if isinstance(fix, list):
-            fix_html = "<ul>" + "".join(f"<li>{esc(rd(str(x)))}</li>" for x in fix) + "</ul>"
+            fix_html = "<ul>" + "".join(f"<li>{prose(rd(str(x)))}</li>" for x in fix) + "</ul>"
         else:
-            fix_html = f"<p>{esc(rd(str(fix)))}</p>" if fix else ""
+            fix_html = f"<p>{prose(rd(str(fix)))}</p>" if fix else ""
         out.append(
             f"<article class='finding sev-{f['severity']}' id='finding-{i}'>"
             f"<h3><span class='sev'>{f['severity']}</span> {esc(rd(f['title']))} "
             f"<span class='code'>{esc(f['code'])} {esc(f['rule'])}</span></h3>"
             + (f"<p class='when'>{when}</p>" if when else "")
-            + (f"<p>{esc(rd(f['message']))}</p>" if f["message"] else "")
+            + (f"<p>{prose(rd(str(f['message'])))}</p>" if f["message"] else "")
             + _evidence_html(f["evidence"], rd)
-            + (f"<div class='cause'><b>Root cause</b><p>{esc(rd(str(f['root_cause'])))}</p></div>" if f["root_cause"] else "")
+            + (f"<div class='cause'><b>Root cause</b><p>{prose(rd(str(f['root_cause'])))}</p></div>" if f["root_cause"] else "")
             + (f"<div class='fix'><b>Fix</b>{fix_html}</div>" if fix_html else "")
             + "</article>")
     return "<section id='findings'><h2>Findings</h2>" + "".join(out) + "</section>"

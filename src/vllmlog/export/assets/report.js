@@ -2,6 +2,7 @@
    Log-derived text is already escaped in the HTML; figures are read from a JSON script element. */
 (function () {
   "use strict";
+  var appStart = (window.performance && performance.now) ? performance.now() : 0;
   var data = { figures: {} };
   try {
     data = JSON.parse(document.getElementById("vllmlog-data").textContent);
@@ -18,6 +19,10 @@
     if (pending <= 0) {
       document.body.setAttribute("data-charts-rendered", String(rendered));
       document.body.setAttribute("data-charts-failed", String(failed));
+      if (window.performance && performance.now) {
+        document.body.setAttribute("data-timing", "scripts " + Math.round(appStart) + " ms, charts " +
+                                   Math.round(performance.now() - appStart) + " ms");
+      }
     }
   }
   if (pending === 0) { done(); }
