@@ -517,7 +517,9 @@ def severity_or_level(e: dict[str, Any]) -> str:
     return severity_name(v) if v is not None else "info"
 
 
-def _chart_divs(figs: list[Any], cls: str = "chart") -> str:
+def _chart_divs(figs: list[Any], cls: str = "chart", none: str | None = None) -> str:
+    if none and figs and all(isinstance(f, tuple) for f in figs):
+        return f"<p class='muted chart-none'>{esc(none)}</p>"
     out = []
     for f in figs:
         if isinstance(f, tuple):
@@ -681,10 +683,10 @@ def render_report(
         _findings(a, redactor),
         _red_use(a),
         _timeline(a, redactor),
-        "<section id='charts'><h2>Over time</h2>" + _chart_divs(charts["over_time"]) + "</section>",
+        "<section id='charts'><h2>Over time</h2>" + _chart_divs(charts["over_time"], none="No charts over time: this log has no engine stats lines, decode steps or requests.") + "</section>",
         "<section id='latency'><h2>Latency distributions</h2><div class='grid3'>"
-        + _chart_divs(charts["distributions"], "chart small") + "</div></section>",
-        "<section id='waterfall'><h2>Slowest requests</h2>" + _chart_divs(charts["waterfall"]) + "</section>",
+        + _chart_divs(charts["distributions"], "chart small", none="No request latencies in this log.") + "</div></section>",
+        "<section id='waterfall'><h2>Slowest requests</h2>" + _chart_divs(charts["waterfall"], none="No finished requests with timings in this log.") + "</section>",
         _requests(a, redactor, max_request_rows),
         _grouped_problems(a, redactor),
         _unknown(a, redactor),
