@@ -47,7 +47,7 @@ class RequestTooLong(Rule):
 
     code, slug, category, severity = "R601", "request-too-long", "request_too_long", Severity.WARNING
     title = "Requests longer than --max-model-len rejected"
-    options: dict[str, Any] = {"min_count": 1, "error_fraction": 0.5}
+    options: dict[str, Any] = {"min_count": 1, "warn_count": 3, "warn_fraction": 0.05, "error_fraction": 0.5}
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
@@ -75,7 +75,8 @@ class RequestTooLong(Rule):
             yield self.finding(
                 f"{len(evs)} requests rejected as too long for --max-model-len {u.ints(lim)}"
                 + (f" (largest asked {u.ints(big)} tokens)" if big else "") + ".",
-                severity=Severity.ERROR if share >= float(options["error_fraction"]) else self.severity,
+                severity=(Severity.ERROR if share >= float(options["error_fraction"]) else self.severity
+                          if len(evs) >= int(options["warn_count"]) or share >= float(options["warn_fraction"]) else Severity.INFO),
                 evidence=u.dedupe(evid), first_seen=evs[0].ts, last_seen=evs[-1].ts, count=len(evs), file=v.file,
                 process=evs[0].process, server=v.index,
                 root_cause="Clients send prompts (plus max_tokens) longer than the server's max model length; the "

@@ -54,7 +54,7 @@ class BadRequestParams(Rule):
 
     code, slug, category, severity = "R602", "bad-request-params", "bad_request_params", Severity.WARNING
     title = "Requests rejected for invalid parameters"
-    options: dict[str, Any] = {"min_count": 1, "error_fraction": 0.5}
+    options: dict[str, Any] = {"min_count": 1, "warn_count": 3, "warn_fraction": 0.05, "error_fraction": 0.5}
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
@@ -81,7 +81,8 @@ class BadRequestParams(Rule):
             yield self.finding(
                 f"{n} requests rejected with HTTP 400 for invalid parameters"
                 + (f" ({', '.join(reasons)})" if reasons else "") + (f"; {share:.0%} of API requests" if share >= 0.2 else "") + ".",
-                severity=Severity.ERROR if share >= float(options["error_fraction"]) else self.severity,
+                severity=(Severity.ERROR if share >= float(options["error_fraction"]) else self.severity
+                          if n >= int(options["warn_count"]) or share >= float(options["warn_fraction"]) else Severity.INFO),
                 evidence=u.dedupe(evid), first_seen=min((e.ts for e in evs + access if e.ts), default=None),
                 last_seen=max((e.ts for e in evs + access if e.ts), default=None), count=n, file=v.file,
                 process=main[0].process, server=v.index,
