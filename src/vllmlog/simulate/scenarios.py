@@ -9,7 +9,7 @@ from typing import Callable
 from ..errors import ConfigError
 from .config import DEFAULT_START, Burst, ClientConfig, EngineConfig, Fault, SimConfig, StepTimeModel, WorkloadConfig
 
-FORMATS = ("handbook", "v0", "v1", "v1-0.15", "v1-0.10")
+FORMATS = ("handbook", "v0", "v1", "v1-0.15", "v1-0.10", "v1-json")
 
 
 @dataclass(frozen=True)

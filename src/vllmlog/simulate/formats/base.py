@@ -154,8 +154,8 @@ class LogWriter:
         rid = f"chatcmpl-{self.hex(32)}" if chat else f"cmpl-{self.hex(32)}-0"
         return rid, rid
 
-    def access(self, req: SimRequest, status: int) -> str:
-        """A uvicorn access line (no timestamp)."""
+    def access(self, req: SimRequest, status: int, t: float = 0.0) -> str:
+        """A uvicorn access line (no timestamp; `t` is for formats that print one)."""
         phrase = {200: "OK", 400: "Bad Request", 500: "Internal Server Error"}[status]
         return f'INFO:     127.0.0.1:{req.port} - "POST {req.endpoint} HTTP/1.1" {status} {phrase}\n'
 

@@ -35,7 +35,7 @@ class HandbookWriter(V0Writer):
         self.sink.emit(t, f"INFO {self.clock.stamp(t)} scheduler.py:456] Added request {req.rid} to waiting queue. "
                           f"Queue size: {waiting}\n")
         if req.stream:
-            self.sink.emit(t, self.access(req, 200))
+            self.sink.emit(t, self.access(req, 200, t))
 
     def on_schedule(self, t: float, req: SimRequest, running: int, waiting: int, swapped: int) -> None:
         """`Scheduling request …` and `Prefill started …`."""
@@ -80,7 +80,7 @@ class HandbookWriter(V0Writer):
                           f"Total tokens: {req.prompt + req.out}, Total latency: {e2e:.3f}s, TTFT: {ttft:.3f}s, "
                           f"TPOT: {tpot:.4f}s\n")
         if not req.stream:
-            self.sink.emit(t, self.access(req, 200))
+            self.sink.emit(t, self.access(req, 200, t))
 
     def on_abort(self, t: float, req: SimRequest) -> None:
         """Client disconnect (`ERROR`) or client timeout (`CANCELLED`)."""

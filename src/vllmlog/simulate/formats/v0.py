@@ -361,13 +361,13 @@ class V0Writer(LogWriter):
         )
         self.line(t, "INFO", "async_llm_engine.py:201", f"Added request {req.rid}.")
         if req.stream:  # the streaming response starts once the engine has the request
-            self.sink.emit(t, self.access(req, 200))
+            self.sink.emit(t, self.access(req, 200, t))
 
     def on_finish(self, t: float, req: SimRequest) -> None:
         """`Finished request` (+ the access line of a non-streaming request)."""
         self.line(t, "INFO", "async_llm_engine.py:140", f"Finished request {req.rid}.")
         if not req.stream:
-            self.sink.emit(t, self.access(req, 200))
+            self.sink.emit(t, self.access(req, 200, t))
 
     def on_abort(self, t: float, req: SimRequest) -> None:
         """`Aborted request`."""
@@ -467,7 +467,7 @@ class V0Writer(LogWriter):
         self.fail_requests(t, inflight)
         for r in inflight:
             if not r.stream:
-                self.sink.emit(t, self.access(r, 500))
+                self.sink.emit(t, self.access(r, 500, t))
         t2 = t + 1.2
         self.line(t2, "CRITICAL", "launcher.py:99", "AsyncLLMEngine has failed, terminating server process")
         self.raw(t2, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"

@@ -379,7 +379,7 @@ class V1Writer(LogWriter):
                   f"Received request {req.rid}: params: {SAMPLING_032.format(max_tokens=req.max_tokens)}, "
                   "lora_request: None.")
         if req.stream:
-            self.sink.emit(t, self.access(req, 200))
+            self.sink.emit(t, self.access(req, 200, t))
         self.line(t, "api", "INFO", "async_llm.py:578", f"Added request {req.engine_rid}.")
 
     def _delta(self, t: float, r: SimRequest) -> str:
@@ -414,7 +414,7 @@ class V1Writer(LogWriter):
                 self.line(t, "api", "INFO", "request_logger.py:108",
                           f"Generated response {req.rid}: output: {text!r}, finish_reason: {fin}")
         if not req.stream:
-            self.sink.emit(t, self.access(req, 200))
+            self.sink.emit(t, self.access(req, 200, t))
 
     def on_abort(self, t: float, req: SimRequest) -> None:
         """`Aborted request(s) <engine id>.` then `Request <id> aborted.`."""
@@ -556,7 +556,7 @@ class V1Writer(LogWriter):
         self.fail_requests(t1, inflight)
         for r in inflight:
             if not r.stream:
-                self.sink.emit(t1, self.access(r, 500))
+                self.sink.emit(t1, self.access(r, 500, t1))
         t2 = t1 + 0.3
         self.raw(t2, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
                      f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]",

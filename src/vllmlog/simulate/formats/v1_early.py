@@ -166,7 +166,7 @@ class V1EarlyWriter(V1Writer):
                   f"{SAMPLING_010.format(max_tokens=req.max_tokens)}, prompt_token_ids: {ids}, "
                   "prompt_embeds shape: None, lora_request: None.")
         if req.stream:
-            self.sink.emit(t, self.access(req, 200))
+            self.sink.emit(t, self.access(req, 200, t))
         self.line(t, "api", "INFO", "async_llm.py:269", f"Added request {req.rid}.")
 
     def on_abort(self, t: float, req: SimRequest) -> None:
@@ -251,7 +251,7 @@ class V1EarlyWriter(V1Writer):
             self.line(t1, "api", "INFO", "async_llm.py:348", f"Request {r.rid} failed (engine dead).")
         for r in inflight:
             if not r.stream:
-                self.sink.emit(t1, self.access(r, 500))
+                self.sink.emit(t1, self.access(r, 500, t1))
         t2 = t1 + 0.3
         self.raw(t2, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
                      f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]")

@@ -48,9 +48,9 @@ class V1MidWriter(V1Writer):
         """0.10.1–0.30: the stdout/stderr wrapper prefixes raw lines too (never C++ output: who=None)."""
         return "" if who is None else self.proc(who)
 
-    def access(self, req: SimRequest, status: int) -> str:
+    def access(self, req: SimRequest, status: int, t: float = 0.0) -> str:
         """uvicorn's access line, through the API server's stream wrapper."""
-        return self.proc("api") + super().access(req, status)
+        return self.proc("api") + super().access(req, status, t)
 
     def compile_lines(self, t: float) -> float:
         """0.6.5–0.17 wording."""
@@ -117,7 +117,7 @@ class V1MidWriter(V1Writer):
                   f"Received request {req.rid}: params: {SAMPLING_015.format(max_tokens=req.max_tokens)}, "
                   "lora_request: None.")
         if req.stream:
-            self.sink.emit(t, self.access(req, 200))
+            self.sink.emit(t, self.access(req, 200, t))
         self.line(t, "api", "INFO", "async_llm.py:587", f"Added request {req.engine_rid}.")
 
     def on_abort(self, t: float, req: SimRequest) -> None:
@@ -211,7 +211,7 @@ class V1MidWriter(V1Writer):
             self.line(t1, "api", "INFO", "async_llm.py:816", f"Request {r.rid} failed (engine dead).")
         for r in inflight:
             if not r.stream:
-                self.sink.emit(t1, self.access(r, 500))
+                self.sink.emit(t1, self.access(r, 500, t1))
         t2 = t1 + 0.3
         self.raw(t2, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
                      f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]",
