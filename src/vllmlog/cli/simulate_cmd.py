@@ -68,7 +68,7 @@ def _list_scenarios() -> None:
 @app.command("simulate")
 def simulate_cmd(
     scenario: str = typer.Option("healthy", "--scenario", "-s", help="Scenario name (see --list)."),
-    fmt: str = typer.Option("handbook", "--format", "-f", help="handbook, v0 (0.6.1), v1 (0.32) or v1-0.10."),
+    fmt: str = typer.Option("handbook", "--format", "-f", help="handbook, v0 (0.6.1), v1 (0.32), v1-0.15, v1-0.10 or v1-json (0.32 JSON logging)."),
     duration: OptStr = typer.Option(None, "--duration", "-d", help="Traffic duration after the server is ready, e.g. 10m (default: per scenario)."),
     seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives byte-identical output."),
     output: OptStr = OutOpt,
