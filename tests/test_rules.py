@@ -132,6 +132,7 @@ VARIANTS = {
     "v1_bad_request_len.log": ("R601", "request_too_long"),
     "v1_preempt_field.log": ("K202", "kv_cache_pressure_preemption"),
     "argparse.log": ("S105", "config_error"),
+    "v1_stuck_queue_running0.log": ("E402", "engine_hang"),
 }
 
 

@@ -37,6 +37,9 @@ class NcclCollectiveFailure(Rule):
     code, slug, category, severity = "D501", "nccl-collective-failure", "distributed_nccl", Severity.CRITICAL
     title = "Distributed collective (NCCL/Gloo/Ray) failed or hung"
     options: dict[str, Any] = {}
+    #: a rank killed by OOM makes the others' collectives fail: the OOM is the cause
+    consequence_of = ("startup_oom", "runtime_oom")
+    consequence_any_time = ()
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):

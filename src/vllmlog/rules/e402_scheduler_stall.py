@@ -15,7 +15,8 @@ class SchedulerStall(Rule):
     """## What it detects
     The queue stops moving for minutes: Waiting > 0 and Running unchanged, with no prompt throughput
     (nothing admitted) for longer than ``stall_s`` (default 5 min) — e.g. Running 1 / Waiting 12 for an
-    hour while one runaway request decodes at a few tokens/s (head-of-line blocking).
+    hour while one runaway request decodes at a few tokens/s (head-of-line blocking), or Running 0 /
+    Waiting N at 0 tokens/s (a request that can never be scheduled blocks the queue).
     ## Why it matters
     The server looks alive (``/health`` 200, non-zero generation throughput) but queued requests never
     start; every client of the queue times out.
@@ -37,8 +38,8 @@ class SchedulerStall(Rule):
                 key = lambda s: (s.running, s.waiting)  # noqa: E731
                 runs: list[list] = []
                 for i, s in enumerate(samples):
-                    ok = (s.waiting or 0) > 0 and (s.running or 0) > 0 and (s.prompt_throughput or 0) == 0 \
-                        and not v.in_shutdown(s.line)
+                    ok = (s.waiting or 0) > 0 and (s.prompt_throughput or 0) == 0 and not v.in_shutdown(s.line) \
+                        and ((s.running or 0) > 0 or (s.generation_throughput or 0) == 0)
                     if ok and runs and i and key(runs[-1][-1]) == key(s) and runs[-1][-1] is samples[i - 1]:
                         runs[-1].append(s)
                     elif ok:

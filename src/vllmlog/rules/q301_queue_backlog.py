@@ -95,7 +95,7 @@ class QueueBacklog(Rule):
             kv_room = kv and max(kv) < 0.8
             pinned_at = max(run_vals) if run_vals else None
             rem = []
-            if kv_room and pinned_at:
+            if kv_room and pinned_at and pinned_at > 0:
                 rem.append(f"KV usage ({u.pct(max(kv))}) leaves headroom: raise `--max-num-seqs` above {pinned_at} "
                            f"(e.g. `--max-num-seqs {int(pinned_at * 1.5)}`) if latency targets allow")
             rem.append("add replicas or admission control / rate limiting in front of vLLM so offered concurrency "
