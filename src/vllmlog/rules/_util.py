@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime
 from statistics import median
@@ -168,12 +169,13 @@ class ServerView:
 
 
 _CACHE: list[tuple[Any, list[ServerView]]] = []
+"""(weak reference to a Run, its views): the rules of one diagnose pass share the views."""
 
 
 def servers(run: Run) -> list[ServerView]:
     """Per-server views of a run (cached per Run object)."""
-    for r, views in _CACHE:
-        if r is run:
+    for ref, views in _CACHE:
+        if ref() is run:
             return views
     views = [ServerView(s) for s in run.servers]
     by_file: dict[str, list[ServerView]] = {}
@@ -216,7 +218,10 @@ def servers(run: Run) -> list[ServerView]:
                 v.ready_line = v.stats[0].line - 1
             elif (v.file, v.index) in firsts:  # an excerpt that starts mid-serving: requests show it was up
                 v.ready_line = firsts[(v.file, v.index)] - 1
-    _CACHE.append((run, views))
+    try:
+        _CACHE.append((weakref.ref(run), views))
+    except TypeError:  # not weak-referenceable: keep it for this pass only
+        _CACHE.append((lambda r=run: r, views))
     if len(_CACHE) > 4:
         _CACHE.pop(0)
     return views
