@@ -25,7 +25,7 @@ def analyze_cmd(
                                                metavar="LOG..."),
     output: OptStr = typer.Option(None, "--output", "-o", help=f"Where to write the HTML report (default ./{DEFAULT_REPORT})."),
     no_html: bool = typer.Option(False, "--no-html", help="Do not write the HTML report."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document (summary + findings + timeline) instead."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document (summary + findings + timeline) instead of the text summary; the HTML report is still written unless --no-html."),
     fail_on: str = typer.Option("warning", "--fail-on", help="Exit 1 when a finding is at least this severe: "
                                 + ", ".join(FAIL_ON_CHOICES) + "."),
     show_prompts: bool = typer.Option(False, "--show-prompts", help="Include prompt and output text (redacted by default)."),

@@ -412,10 +412,13 @@ def _red_use(a: Analysis) -> str:
     red = [("requests", f"{r['total']:,}"), ("rate", f"{r['rate_per_s']:.2f} req/s" if r["rate_per_s"] else "–"),
            ("failed / aborted", f"{r['failed_or_aborted']:,}"), ("unfinished", f"{r['unfinished']:,}"),
            ("HTTP errors", f"{r['http']['errors']:,} of {r['http']['total']:,}")]
+    approx = [m for m in d if (d[m].get("estimated") or 0) > 0.5 and (d[m].get("ts_resolution_s") or 0) >= 1]
     lat = "".join(
-        f"<tr><th>{esc(lbl)}</th><td>{d[m].get('count', 0):,}</td><td>{_fmt_s(d[m].get('p50'))}</td>"
+        f"<tr><th>{esc(lbl)}{' ≈' if m in approx else ''}</th><td>{d[m].get('count', 0):,}</td><td>{_fmt_s(d[m].get('p50'))}</td>"
         f"<td>{_fmt_s(d[m].get('p90'))}</td><td>{_fmt_s(d[m].get('p99'))}</td><td>{_fmt_s(d[m].get('max'))}</td></tr>"
         for m, lbl in (("queue_s", "queue"), ("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "e2e")))
+    if approx:
+        lat += "<tr><td colspan='6' class='muted'>≈ estimated from 1-second log timestamps</td></tr>"
     use = []
     for k, lbl, pct in (("running", "running", False), ("waiting", "waiting", False), ("swapped", "swapped", False),
                         ("kv_cache_usage", "KV-cache usage", True), ("batch_size", "decode batch size", False),
