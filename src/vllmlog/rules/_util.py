@@ -168,14 +168,15 @@ class ServerView:
         return groups
 
 
-_CACHE: list[tuple[Any, list[ServerView]]] = []
+_CACHE: list[tuple[Any, tuple[int, int, int], list[ServerView]]] = []
 """(weak reference to a Run, its views): the rules of one diagnose pass share the views."""
 
 
 def servers(run: Run) -> list[ServerView]:
     """Per-server views of a run (cached per Run object)."""
-    for ref, views in _CACHE:
-        if ref() is run:
+    size = (len(run.notable), len(run.series.stats), len(run.servers))
+    for ref, n, views in _CACHE:
+        if ref() is run and n == size:  # a Run fed more events since is rebuilt
             return views
     views = [ServerView(s) for s in run.servers]
     by_file: dict[str, list[ServerView]] = {}
@@ -219,9 +220,9 @@ def servers(run: Run) -> list[ServerView]:
             elif (v.file, v.index) in firsts:  # an excerpt that starts mid-serving: requests show it was up
                 v.ready_line = firsts[(v.file, v.index)] - 1
     try:
-        _CACHE.append((weakref.ref(run), views))
+        _CACHE.append((weakref.ref(run), size, views))
     except TypeError:  # not weak-referenceable: keep it for this pass only
-        _CACHE.append((lambda r=run: r, views))
+        _CACHE.append((lambda r=run: r, size, views))
     if len(_CACHE) > 4:
         _CACHE.pop(0)
     return views
