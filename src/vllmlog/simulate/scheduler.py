@@ -208,6 +208,7 @@ class Engine:
                 self.incidents.append(Incident(cat, fail_t, end_t, desc))
                 return SimResult([], self.incidents, None, end_t)
         ready = self.w.startup(0.0)
+        self.w.sink.start_clock(ready)
         self.last_stats = ready
         self.last_activity = ready
         for f in cfg.faults:

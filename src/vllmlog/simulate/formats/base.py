@@ -49,17 +49,27 @@ class Sink:
             self.stream.write("".join(self.buf))
             self.buf.clear()
 
+    def start_clock(self, t: float) -> None:
+        """The server is ready at simulated time `t` (paced sinks start pacing here)."""
+
 
 class PacedSink(Sink):
     """Writes each line when its simulated time comes (`speed` × real time), flushing every line."""
 
-    def __init__(self, stream: TextIO, speed: float = 1.0, origin: float = 0.0) -> None:
+    def __init__(self, stream: TextIO, speed: float = 1.0) -> None:
         super().__init__(stream, chunk=1)
         self.speed = speed
-        self.origin = origin
+        self.origin: float | None = None  # start-up lines are written at once, traffic in real time
+        self.wall0 = time.monotonic()
+
+    def start_clock(self, t: float) -> None:
+        """Pace every later line relative to now = simulated `t`."""
+        self.origin = t
         self.wall0 = time.monotonic()
 
     def _wait(self, t: float) -> None:
+        if self.origin is None:
+            return
         due = self.wall0 + (t - self.origin) / self.speed
         delay = due - time.monotonic()
         if delay > 0:
