@@ -182,9 +182,40 @@ def _events(run: Any) -> list[TimelineEntry]:
     return out
 
 
+def _handbook(run: Any, v: Any) -> list[TimelineEntry]:
+    """Turning points of the handbook's per-step lines: KV usage per second, queue size at scheduling."""
+    out: list[TimelineEntry] = []
+    level = 0
+    for d in run.series.decode:
+        if d.file != v.file:
+            continue
+        lv = 3 if d.kv_max >= 0.95 else 2 if d.kv_max >= 0.80 else 1 if d.kv_max >= 0.70 else 0
+        if lv > level:
+            out.append(TimelineEntry(d.ts, "metric", f"KV-cache usage reaches {u.pct(d.kv_max)} (decode steps)", d.file,
+                                     d.first_line, severity="warning" if lv >= 2 else "info"))
+        elif lv == 0 and level >= 2:
+            out.append(TimelineEntry(d.ts, "metric", f"KV-cache usage back to {u.pct(d.kv_max)}", d.file, d.first_line,
+                                     severity="info"))
+        level = lv
+    peak = 0
+    for s in v.stats:
+        if s.source_kind != "request_scheduled" or s.waiting is None:
+            continue
+        if s.waiting >= max(10, 2 * peak):
+            out.append(TimelineEntry(s.ts, "metric", f"queue grows: Waiting {peak} → {s.waiting} (Running {s.running})",
+                                     s.file, s.line, s.process, severity="warning"))
+            peak = s.waiting
+        elif s.waiting == 0 and peak:
+            out.append(TimelineEntry(s.ts, "metric", "queue drained: Waiting → 0", s.file, s.line, s.process,
+                                     severity="info"))
+            peak = 0
+    return out
+
+
 def _metrics(run: Any) -> list[TimelineEntry]:
     out: list[TimelineEntry] = []
     for v in u.servers(run):
+        out += _handbook(run, v)
         for samples in v.by_engine().values():
             interval = u.interval_s(samples)
             prev = None
