@@ -196,7 +196,7 @@ def _handbook(run: Any, v: Any) -> list[TimelineEntry]:
         elif lv == 0 and level >= 2:
             out.append(TimelineEntry(d.ts, "metric", f"KV-cache usage back to {u.pct(d.kv_max)}", d.file, d.first_line,
                                      severity="info"))
-        level = lv
+        level = max(level, lv) if lv else 0  # hysteresis: report new highs and the return to normal
     peak = 0
     for s in v.stats:
         if s.source_kind != "request_scheduled" or s.waiting is None:
@@ -233,7 +233,7 @@ def _metrics(run: Any) -> list[TimelineEntry]:
                     elif level == 0 and kv_level >= 2:
                         out.append(TimelineEntry(s.ts, "metric", f"KV-cache usage back to {u.pct(kv)}", s.file, s.line,
                                                  s.process, severity="info"))
-                    kv_level = level
+                    kv_level = max(kv_level, level) if level else 0
                 w = s.waiting or 0
                 if w > 0 and not waiting_on:
                     out.append(TimelineEntry(s.ts, "metric", f"requests start queueing: Waiting 0 → {w} (Running {s.running})",
