@@ -467,3 +467,15 @@ def test_bulk_decode_is_byte_identical_to_single_steps(scenario: str, fmt: str, 
     buf = io.StringIO()
     rep = simulate(build_config(scenario, fmt=fmt, seed=1, duration_s=DURATION), buf)
     assert buf.getvalue() == fast[0] and rep.truth == fast[1]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_blocks_fault(fmt: str) -> None:
+    from vllmlog.simulate import Fault
+
+    cfg = build_config("healthy", fmt=fmt, seed=1, faults=[Fault("kv_too_small", cause="no_blocks")])
+    buf = io.StringIO()
+    rep = simulate(cfg, buf)
+    assert "No available memory for the cache blocks. Try increasing `gpu_memory_utilization`" in buf.getvalue()
+    assert [i["category"] for i in rep.truth["incidents"]] == ["kv_cache_capacity_error"]
+    assert rep.truth["requests"] == [] and rep.truth["ready_ts"] is None

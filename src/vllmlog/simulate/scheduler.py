@@ -200,11 +200,12 @@ class Engine:
         for kind, cat in (("startup_oom", "startup_oom"), ("kv_too_small", "kv_cache_capacity_error")):
             if kind in faults:
                 fail_t, end_t = self.w.startup_failure(0.0, faults[kind])
-                desc = (
-                    "CUDA out of memory while profiling/loading the model; the server never became ready"
-                    if kind == "startup_oom"
-                    else "KV cache too small for one max-length request; the engine refused to start"
-                )
+                if kind == "startup_oom":
+                    desc = "CUDA out of memory while profiling/loading the model; the server never became ready"
+                elif faults[kind].cause == "no_blocks":
+                    desc = "no GPU memory left for KV-cache blocks; the engine refused to start"
+                else:
+                    desc = "KV cache too small for one max-length request; the engine refused to start"
                 self.incidents.append(Incident(cat, fail_t, end_t, desc))
                 return SimResult([], self.incidents, None, end_t)
         ready = self.w.startup(0.0)

@@ -288,9 +288,10 @@ class V0Writer(LogWriter):
                 "torch.cuda.OutOfMemoryError: " + oom_message(3.91, e.total_gpu_gib, 2109.44),
             ]
         else:
-            cap = e.num_gpu_blocks * e.block_size
-            self.line(t - 0.4, "INFO", "gpu_executor.py:122",
-                      f"# GPU blocks: {e.num_gpu_blocks}, # CPU blocks: {e.num_cpu_blocks}")
+            no_blocks = fault.cause == "no_blocks"
+            blocks = 0 if no_blocks else e.num_gpu_blocks
+            cap = blocks * e.block_size
+            self.line(t - 0.4, "INFO", "gpu_executor.py:122", f"# GPU blocks: {blocks}, # CPU blocks: {e.num_cpu_blocks}")
             body = [
                 f'  File "{eng}/llm_engine.py", line 461, in _initialize_kv_caches',
                 "    self.model_executor.initialize_cache(num_gpu_blocks, num_cpu_blocks)",
@@ -300,6 +301,8 @@ class V0Writer(LogWriter):
                 "    raise_if_cache_size_invalid(num_gpu_blocks,",
                 f'  File "{PY}/vllm/worker/worker.py", line 483, in raise_if_cache_size_invalid',
                 "    raise ValueError(",
+                "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                "when initializing the engine." if no_blocks else
                 f"ValueError: The model's max seq len ({e.max_model_len}) is larger than the maximum number of tokens "
                 f"that can be stored in KV cache ({cap}). Try increasing `gpu_memory_utilization` or decreasing "
                 "`max_model_len` when initializing the engine.",

@@ -317,7 +317,8 @@ class V1Writer(LogWriter):
                 "    _check_enough_kv_cache_memory(",
                 f'  File "{PY}/vllm/v1/core/kv_cache_utils.py", line 1030, in _check_enough_kv_cache_memory',
                 "    raise ValueError(",
-                "ValueError: " + self.kv_too_small_message(e.max_model_len, e.kv_needed_gib(), e.kv_cache_gib, est),
+                "ValueError: " + (self.no_blocks_message() if fault.cause == "no_blocks" else
+                                  self.kv_too_small_message(e.max_model_len, e.kv_needed_gib(), e.kv_cache_gib, est)),
             ]
         self.rec(t, "core", "ERROR", "core.py:1510", ["EngineCore failed to start."] + frames)
         t1 = t + 2.6
@@ -343,6 +344,14 @@ class V1Writer(LogWriter):
                   "Worker proc VllmWorker-0 died unexpectedly (exit code: None), shutting down executor.")
         self.line(t, "core", "INFO", "multiproc_executor.py:479",
                   "[shutdown] Executor: waiting for worker exit count=1")
+
+    def no_blocks_message(self) -> str:
+        """KV budget ≤ 0 (0.22+ wording: CPU-backend note and docs link)."""
+        return (
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+            "the engine. (this flag also controls CPU memory reservation on the CPU backend, despite its name). "
+            "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+        )
 
     def kv_too_small_message(self, max_len: int, need: float, avail: float, est: int) -> str:
         """The V1 KV-capacity error (0.22+: "model's", `format_gib` rounding, docs link)."""

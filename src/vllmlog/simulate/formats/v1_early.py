@@ -138,6 +138,10 @@ class V1EarlyWriter(V1Writer):
                     "INFO:     Application startup complete.")
         return t + 0.3
 
+    def no_blocks_message(self) -> str:
+        """0.1–0.12 wording."""
+        return "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+
     def kv_too_small_message(self, max_len: int, need: float, avail: float, est: int) -> str:
         """0.9–0.21 wording: the "models's" typo and `{:.2f}` GiB."""
         return (

@@ -87,6 +87,12 @@ class V1MidWriter(V1Writer):
                     "INFO:     Application startup complete.", "api")
         return t + 0.3
 
+    def no_blocks_message(self) -> str:
+        """0.13–0.21: docs link, no CPU-backend note yet."""
+        return ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for "
+                "more details.")
+
     def kv_too_small_message(self, max_len: int, need: float, avail: float, est: int) -> str:
         """0.13–0.21: "models's" typo, `format_gib` rounding, docs link."""
         return (
