@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -151,6 +152,10 @@ class Page:
         data = self.b.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
                            session=self.session)["data"]
         path.write_bytes(base64.b64decode(data))
+        keep = os.environ.get("VLLMLOG_TEST_ARTIFACTS")  # CI can upload the screenshots from here
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            (Path(keep) / path.name).write_bytes(path.read_bytes())
 
 
 @pytest.fixture(scope="module")

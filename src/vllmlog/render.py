@@ -63,16 +63,16 @@ def _oneline(v: Any) -> str:
     return " ".join(str(v or "").split())
 
 
-def _para(label: str, text: str, width: int, max_lines: int, style: str = "") -> Text:
+def _para(label: str, text: str, width: int, max_lines: int, style: str = "", indent: str = "  ") -> Text:
     """``label`` + text wrapped to ``width`` with a hanging indent, at most ``max_lines`` lines."""
-    lines = textwrap.wrap(text, width=width - 2, initial_indent="  " + label, subsequent_indent="    ",
+    lines = textwrap.wrap(text, width=width - 2, initial_indent=indent + label, subsequent_indent="    ",
                           break_on_hyphens=False, break_long_words=True) or [""]
     if len(lines) > max_lines:
         lines = lines[:max_lines]
         lines[-1] = lines[-1][: width - 3].rstrip() + " …"
     out = Text("\n".join(lines), style=style)
     if label:
-        out.stylize("bold", 2, 2 + len(label))
+        out.stylize("bold", len(indent), len(indent) + len(label))
     return out
 
 
@@ -125,7 +125,7 @@ def render_analysis(
         state = "ready" if s.ready else "never ready"
         txt = (f"server {s.index}: vLLM {s.version or '?'} · {rd(s.model or '?')} · {s.generation or '?'} · {state}"
                + (" · " + " ".join(f"{k}={rd(str(x))}" for k, x in args.items()) if args else ""))
-        console.print(_line(txt, "dim" if s.ready else "yellow", width))
+        console.print(_para("", txt, width + 2, 2, "dim" if s.ready else "yellow", indent=""))
     if len(run.servers) > 4:
         console.print(Text(f"… {len(run.servers) - 4} more server runs", style="dim"))
 
