@@ -79,7 +79,7 @@ def simulate_cmd(
     rate: Optional[float] = typer.Option(None, "--rate", help="Override the base arrival rate (requests/s)."),
     requests: Optional[int] = typer.Option(None, "--requests", help="Stop arrivals after this many requests."),
     lines: Optional[int] = typer.Option(None, "--lines", help="Stop arrivals once about this many lines are written."),
-    fault: Optional[List[str]] = typer.Option(None, "--fault", help="Inject a fault KIND[:CAUSE][@TIME] (repeatable): stuck_request, engine_death[:cuda_oom|illegal_memory_access], nccl_hang, startup_oom, kv_too_small[:no_blocks]."),
+    fault: Optional[List[str]] = typer.Option(None, "--fault", help="Inject a fault (repeatable): KIND or KIND:CAUSE, optionally followed by @TIME after the server is ready (default 60s). Kinds: stuck_request, engine_death (causes cuda_oom, illegal_memory_access), nccl_hang, startup_oom, kv_too_small (cause no_blocks)."),
     log_outputs: bool = typer.Option(False, "--log-outputs", help="v1 only: --enable-log-outputs lines (Generated response, per-token deltas for streamed chat)."),
     follow: bool = typer.Option(False, "--follow", help="Write lines in real time, paced by their simulated timestamps."),
     speed: float = typer.Option(1.0, "--speed", help="With --follow: simulated seconds per real second."),
