@@ -66,3 +66,23 @@ def test_kernel_oom_report_confirms_kill() -> None:
     top = fs[0]
     assert top.category == "runtime_oom" and "OOM killer" in top.message
     assert any(e.file.endswith("P5-dmesg-oom.txt") for e in top.evidence)
+
+
+def test_worker_log_explains_api_server_log() -> None:
+    """API server log + worker log of one deployment: the worker's OOM is the cause, the engine death its consequence."""
+    d = __import__("pathlib").Path(__file__).parent / "rules" / "variants" / "split"
+    fs = diagnose(load([str(d / "api.log"), str(d / "worker.log")], year=2026))
+    top = fs[0]
+    assert (top.code, top.category, top.severity) == ("E405", "runtime_oom", Severity.CRITICAL)
+    assert top.file.endswith("worker.log") and top.process == "VllmWorker TP1 pid=443"
+    dead = next(f for f in fs if f.category == "engine_dead")
+    assert dead.caused_by == "E405" and dead.severity < Severity.CRITICAL and dead.file.endswith("api.log")
+
+
+def test_replicas_do_not_explain_each_other() -> None:
+    """Two full server logs (replicas): a hang in one does not demote the other's client aborts."""
+    hang = next((CORPUS / "vllm-cpu-faults").glob("P2-*.log"))
+    aborts = next((CORPUS / "vllm-cpu").glob("04-*.log"))
+    fs = diagnose(load([str(hang), str(aborts)], year=2026))
+    ab = next(f for f in fs if f.file == str(aborts) and f.category == "client_abort")
+    assert ab.caused_by is None and ab.severity == Severity.WARNING

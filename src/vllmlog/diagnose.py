@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 #: Slack when deciding whether a cause came before its consequence.
 _SLACK_S = 5.0
+#: Across files (API server log + worker log), how long before a consequence its cause may start.
+_CROSS_FILE_S = 120.0
 
 
 def diagnose(run: Any, config: DiagnoseConfig | None = None, *, fill_text: bool = True) -> list[Finding]:
@@ -39,7 +41,7 @@ def diagnose(run: Any, config: DiagnoseConfig | None = None, *, fill_text: bool 
                 found.append((rule, f))
         except Exception:  # a broken rule must not hide the others' findings
             log.exception("rule %s failed", rule.code)
-    _fold_consequences(found)
+    _fold_consequences(found, _partial_files(run))
     findings = [f for _, f in found]
     if fill_text:
         _resolve(findings)
@@ -49,22 +51,51 @@ def diagnose(run: Any, config: DiagnoseConfig | None = None, *, fill_text: bool 
     return findings
 
 
-def _fold_consequences(found: list[tuple[Rule, Finding]]) -> None:
-    """Mark findings explained by another finding of the same server run and lower their severity."""
+def _partial_files(run: Any) -> set[str]:
+    """Input files that hold only part of a deployment (worker / engine logs: no API server lines)."""
+    api: set[str] = set()
+    for s in getattr(run, "servers", []):
+        if s.ready:
+            api.add(s.file)
+    for st in getattr(getattr(run, "series", None), "stats", []) or []:
+        api.add(st.file)
+    for e in getattr(run, "notable", []):
+        if e.kind == "http_access":
+            api.add(e.file)
+    return {f for f in getattr(run, "files", []) if f not in api} if len(getattr(run, "files", [])) > 1 else set()
+
+
+def _same_incident(c: Finding, f: Finding, partial: set[str]) -> bool:
+    """Same server run of the same file — or, when one file is a worker/engine-only log, close in time."""
+    if c.file == f.file:
+        return c.server == f.server
+    if c.file not in partial and f.file not in partial:
+        return False  # two replicas: one's trouble does not explain the other's
+    if c.first_seen is None or f.first_seen is None:
+        return False
+    return -_CROSS_FILE_S <= (c.first_seen - f.first_seen).total_seconds() <= _SLACK_S
+
+
+def _fold_consequences(found: list[tuple[Rule, Finding]], partial: set[str] | None = None) -> None:
+    """Mark findings explained by another finding of the same incident and lower their severity."""
+    partial = partial or set()
     order = sorted(found, key=lambda rf: rf[1].sort_key())
     for rule, f in order:
         # a finding may narrow or widen its rule's list (e.g. KV pressure without preemption)
         cons = f.data.get("consequence_of", rule.consequence_of)
         if not cons:
             continue
-        causes = [c for r, c in order if c is not f and c.category in cons and c.file == f.file
-                  and c.server == f.server and c.caused_by is None and c.data.get("can_explain", True)
+        causes = [c for r, c in order if c is not f and c.category in cons and _same_incident(c, f, partial)
+                  and c.caused_by is None and c.data.get("can_explain", True)
                   and int(c.severity) >= int(f.severity) - 1
                   and (c.category in rule.consequence_any_time or _before(c, f))]
         if not causes:
             continue
         c = causes[0]
         f.caused_by = c.code
+        # a cause is at least as grave as what it led to (an OOM in a worker log that killed the engine)
+        if f.severity > c.severity:
+            c.severity = f.severity
         f.severity = min(f.severity, c.severity.lowered())
         f.message = f"{f.message.rstrip('.')} — likely a consequence of {c.code} ({c.category})."
 
