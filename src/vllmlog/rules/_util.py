@@ -307,6 +307,8 @@ def ts_range(items: Sequence[Any]) -> tuple[datetime | None, datetime | None]:
 def request_count(run: Run, file: str | None = None) -> int:
     """Number of distinct requests seen (journeys, or API access lines when larger)."""
     j = sum(1 for x in run.journeys if file is None or x.file == file)
+    if file is not None and len(run.files) > 1:
+        return j  # access-line counts are not kept per file
     api = sum(c for p, c in run.http_paths.items() if p.startswith("/v1/") and not p.startswith("/v1/models"))
     return max(j, api)
 

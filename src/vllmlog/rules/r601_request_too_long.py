@@ -27,9 +27,9 @@ def _grab(rx: re.Pattern[str] | list[re.Pattern[str]], text: str) -> float | Non
     return None
 
 
-def rejected_share(run: Run, n: int) -> float:
+def rejected_share(run: Run, n: int, file: str | None = None) -> float:
     """Share of API requests that the ``n`` rejections represent."""
-    return n / max(u.request_count(run), n, 1)
+    return n / max(u.request_count(run, file), n, 1)
 
 
 @register
@@ -71,7 +71,7 @@ class RequestTooLong(Rule):
                 evid.append(u.ev(e, "maximum context length", "too long", "is too large"))
                 if i < len(after):
                     evid.append(u.first(after[i]))
-            share = rejected_share(run, len(evs))
+            share = rejected_share(run, len(evs), v.file)
             yield self.finding(
                 f"{len(evs)} requests rejected as too long for --max-model-len {u.ints(lim)}"
                 + (f" (largest asked {u.ints(big)} tokens)" if big else "") + ".",

@@ -68,7 +68,7 @@ class BadRequestParams(Rule):
             if lim is None:
                 lim = next((float(m.group(1)) for e in logprobs for m in [_MAX.search(e.text)] if m), None)
             n = max(len(evs), len(access))
-            share = rejected_share(run, n)
+            share = rejected_share(run, n, v.file)
             main = [e for e in evs if e.kind != "request_exception"] or evs
             evid = [u.ev(e, "logprobs", "must be", "validation error", "failed (bad request)") for e in main[:3]]
             evid += [u.first(e) for e in access[:3]]

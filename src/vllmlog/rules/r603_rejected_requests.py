@@ -44,7 +44,7 @@ class RejectedRequests(Rule):
                    and str(e.fields.get("path") or "").startswith(_GEN)]
             if len(rej) < int(options["min_count"]):
                 continue
-            share = rejected_share(run, len(rej))
+            share = rejected_share(run, len(rej), v.file)
             if share < float(options["min_fraction"]):
                 continue
             paths = Counter(str(e.fields.get("path")) for e in rej)
