@@ -111,7 +111,13 @@ def _write(out: str, rows: list[dict]) -> None:
             f"{r['lines_per_s']:,.0f} | {r['user'] + r['sys']:.2f} | {r['cpu_lines_per_s']:,.0f} | {r['rss_mb']:.0f} | {r['load']:.1f} |"
         )
     lines.append("")
-    Path(out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    notes = ""
+    if Path(out).exists():  # keep the hand-written analysis below the generated table
+        old = Path(out).read_text(encoding="utf-8")
+        i = old.find("\n## Notes")
+        if i >= 0:
+            notes = old[i:]
+    Path(out).write_text("\n".join(lines) + notes + ("" if notes.endswith("\n") or not notes else "\n"), encoding="utf-8")
     print(f"wrote {out}")
 
 
