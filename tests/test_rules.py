@@ -136,6 +136,14 @@ VARIANTS = {
 }
 
 
+def test_single_preemption_is_not_an_incident() -> None:
+    """V0 logs the 1st preemption: one line with counter 1 at 60 % KV is reported as info, not a warning."""
+    from vllmlog.diagnose import diagnose
+
+    fs = diagnose(load(str(FIXTURES / "variants" / "v0_one_preemption.log"), year=2026))
+    assert [f.code for f in fs if f.severity >= Severity.WARNING] == []
+
+
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_variants(name) -> None:
     from vllmlog.diagnose import diagnose

@@ -75,6 +75,8 @@ class KvCachePressure(Rule):
                 kv_tokens = (u.num(u.arg(v, "num_gpu_blocks")) or 0) * 16
             max_seqs = u.arg(v, "max_num_seqs")
             n_high = sum(1 for s in samples_all if (s.kv_cache_usage or 0) >= caution) or len(hb)
+            if not samples_all and not hb:
+                peak = max((x.kv_cache_usage or 0 for x in v.stats), default=0.0)
             parts = [f"KV-cache usage reached {u.pct(peak)}" + (f" (≥ {u.pct(caution)} for {n_high} "
                      f"{'stats intervals' if samples_all else 'seconds'})" if n_high else "")]
             if pre:
@@ -90,6 +92,11 @@ class KvCachePressure(Rule):
             if running and waiting:
                 parts.append(f"Running {min(running)}–{max(running)}, Waiting up to {max(waiting)}")
             preempting = bool(pre or field_total or silent_any or swapped)
+            # V0 logs the 1st, 51st, … preemption: one line with counter 1 and no sustained pressure is a blip
+            lone_preemption = (len(pre) == 1 and cum <= 1 and not field_total and not silent_any and not swapped
+                               and not alloc and not any(len(st) >= int(options["min_intervals"]) for st, _ in episodes
+                                                         if all((s.kv_cache_usage or 0) >= caution for s in st))
+                               and len(hb) < int(options["min_decode_seconds"]))
             floor_run = min(running) if running else None
             rem = []
             if floor_run and preempting:
@@ -106,6 +113,7 @@ class KvCachePressure(Rule):
             yield self.finding(
                 "; ".join(parts) + ".",
                 severity=(Severity.ERROR if alloc and peak >= caution else
+                          Severity.INFO if lone_preemption else
                           self.severity if (peak >= caution or preempting) else Severity.INFO),
                 title=self.title if preempting else "KV cache near full",
                 evidence=u.dedupe(evid, limit=24), first_seen=first, last_seen=last,
