@@ -445,7 +445,9 @@ class LineParser:
         extra = r.fields or {}
         rid: str | None = extra.get("_request_id")
         hit: tuple[LinePattern, str | None, dict[str, Any]] | None = None
-        if r.env or extra:
+        if extra.get("_uvicorn"):
+            hit = _access(msg) or MESSAGES.match(msg)  # most uvicorn lines are access lines
+        elif r.env or extra:
             hit = MESSAGES.match(msg)
         else:
             hit = RAW.match(msg) or MESSAGES.match(msg)
@@ -558,6 +560,12 @@ _FAST_REST = re.compile(
 )
 
 
+def _access(msg: str) -> tuple[LinePattern, str | None, dict[str, Any]] | None:
+    r = _ACCESS.match(msg)
+    return None if r is None else (_ACCESS, r[0], r[1])
+
+
+_ACCESS = next(p for p in MESSAGES.patterns if p.id == "uvicorn.access")
 _dumps = orjson.dumps
 _NL = orjson.OPT_APPEND_NEWLINE
 
