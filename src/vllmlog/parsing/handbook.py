@@ -108,17 +108,6 @@ HB = [
         source="handbook",
     ),
     LinePattern(
-        id="handbook.request_finished_success",
-        kind="request_finished",
-        prefix="Request ",
-        regex=rf"^Request {_RID} finished\. Status: (?P<status>SUCCESS)\. Total tokens: (?P<total_tokens>[\d,]+), "
-              r"Total latency: (?P<e2e_s>[\d.]+)s, TTFT: (?P<ttft_s>[\d.]+)s, TPOT: (?P<tpot_s>[\d.]+)s$",
-        examples=["Request req_001 finished. Status: SUCCESS. Total tokens: 2050, Total latency: 3.2s, TTFT: 0.35s, TPOT: 0.058s"],
-        post=lambda f: f.__setitem__("status", "success"),
-        doc="A request finished successfully (the common form, matched in one step): logged TTFT / TPOT / total latency.",
-        source="handbook",
-    ),
-    LinePattern(
         id="handbook.request_finished",
         kind="request_finished",
         prefix="Request ",
