@@ -177,11 +177,16 @@ def test_live_vllm_counts_and_latencies(tmp_path: Path) -> None:
                      if (c := client_of(j)) and getattr(c, client_attr) is not None]
             assert len(pairs) >= len(done) * 0.8, (name, len(pairs), len(done))
             diffs = sorted(abs(a - b) for a, b in pairs)
+            bias = sum(a - b for a, b in pairs) / len(pairs) if pairs else 0.0
             print(f"{name}: {len(js)} journeys, {len(pairs)} completed ones matched to the client; "
-                  f"|log - client| median {diffs[len(diffs) // 2] if diffs else 0:.2f}s, max {diffs[-1] if diffs else 0:.2f}s")
+                  f"|log - client| median {diffs[len(diffs) // 2] if diffs else 0:.2f}s, max {diffs[-1] if diffs else 0:.2f}s, "
+                  f"mean log - client {bias:+.2f}s")
             if diffs:
                 assert diffs[len(diffs) // 2] <= 1.0, (name, diffs)
         assert hist("vllmlog_e2e_request_latency_seconds")[0] > 0
+        with open(tmp_path / "client.csv", "w") as fh:
+            fh.write("rid,kind,ttft_s,latency_s,aborted\n")
+            fh.writelines(f"{r.rid},{r.kind},{r.ttft_s},{r.latency_s},{r.aborted}\n" for r in results)
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)
