@@ -52,3 +52,28 @@ def test_plan_boundaries_are_line_starts(tmp_path):
     assert spans[0][0] == 0 and spans[-1][1] == len(data)
     for (s1, e1, _), (s2, _, _) in zip(spans, spans[1:]):
         assert e1 == s2 and data[s2 - 1:s2] == b"\n"
+
+
+def test_parallel_year_from_mtime_and_rollover(tmp_path):
+    """No --year: the mtime hint applies at the file's start, and a Dec → Jan rollover carries to later chunks."""
+    import time as _t
+
+    p = tmp_path / "roll.log"
+    with open(p, "w") as f:
+        for day, mo in ((30, 12), (31, 12), (1, 1), (2, 1)):
+            for i in range(3000):
+                f.write(f"INFO {mo:02d}-{day:02d} 10:{i // 60 % 60:02d}:{i % 60:02d} model_runner.py:312] Decode step {i} for req_{day}. Batch size: 1, KV cache usage: 5%\n")
+                if i % 500 == 0:
+                    f.write(f"INFO {mo:02d}-{day:02d} 10:00:00 scheduler.py:456] Added request req_{day}_{i} to waiting queue. Queue size: 1\n")
+    mt = _t.mktime((2026, 1, 3, 12, 0, 0, 0, 0, -1))
+    os.utime(p, (mt, mt))
+    seq = "".join(iter_jsonl(str(p))).encode()
+    out = tmp_path / "par.jsonl"
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        results = list(parallel.run(str(p), year=None, jobs=2, fd=fd, chunk=32 * 1024))
+    finally:
+        os.close(fd)
+    assert len(results) > 4
+    assert out.read_bytes() == seq
+    assert b'"ts":"2025-12-30T10:00:00"' in seq and b'"ts":"2026-01-02T10:00:00"' in seq

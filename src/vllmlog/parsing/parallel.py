@@ -208,7 +208,10 @@ def _first_year(path: str, year: int | None) -> tuple[int, int]:
         p.end_hint(mt.month)
     with open(path, "rb") as f:
         head = f.read(1 << 20).decode("utf-8", "replace").split("\n")[:-1]
-    p.feed_count(zip(range(1, len(head) + 1), head))
+    for i, line in enumerate(head, 1):  # only up to the first timestamp: later rollovers are tracked per chunk
+        p.feed_count([(i, line)])
+        if p._last_month:
+            break
     return p.year, p._last_month
 
 
