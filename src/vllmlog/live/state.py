@@ -386,8 +386,9 @@ class LiveState:
             st.kinds.update(self.parser.kinds)
             st.lines = self.lines_counted
             run = self.pipe.snapshot(st)
-            jb = self.pipe.journeys
-            run.journeys = list(self.recent) + list(getattr(jb, "closing", {}).values()) + list(jb.open.values())
+            # the pipeline's snapshot holds (finalized copies of) the lingering and open journeys;
+            # the finished ones were observed and dropped: add the recent ring for the rules
+            run.journeys = list(self.recent) + list(run.journeys)
             run.notable = list(run.notable)
             return run
 
