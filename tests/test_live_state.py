@@ -163,3 +163,20 @@ def test_memory_stays_bounded_over_many_unique_requests() -> None:
     assert len(st.pipe.notable) <= 2 * 50 + 200 and len(st.pipe.series.stats) <= 2 * 20
     assert st.evicted > 10_000  # 0.32 prints no end line for most completions: the cap bites, counted
     assert st.lines_counted + st.pending_lines == n
+
+
+def test_bounded_live_state_finds_what_analyze_finds_on_the_whole_corpus() -> None:
+    """One pipeline, two drivers: the rules on watch's trimmed state agree with a full load."""
+    from vllmlog.diagnose import diagnose
+
+    from .conftest import corpus_logs
+
+    for path in corpus_logs():
+        f = FileFollower(str(path))
+        st = LiveState(str(path), year=2026)
+        while segs := f.poll():
+            st.feed(segs)
+        st.end_of_input()
+        live = sorted(x.code for x in diagnose(st.snapshot(), fill_text=False))
+        full = sorted(x.code for x in diagnose(load(str(path), year=2026), fill_text=False))
+        assert live == full, path.name
