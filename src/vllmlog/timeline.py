@@ -283,8 +283,12 @@ def build_timeline(run: Any, findings: Sequence[Finding] | None = None, around: 
         entries = [e for e in entries if e.ts is not None and centre - half <= e.ts <= centre + half]
     entries.sort(key=lambda e: (e.ts or datetime.min, e.file, e.line, e.kind != "finding"))
     if len(entries) > limit:
-        keep = [e for e in entries if e.kind in ("finding", "lifecycle") or e.severity in ("error", "critical")]
-        rest = [e for e in entries if e not in keep][: max(0, limit - len(keep))]
+        # partition by identity in one pass (a `not in keep` test per entry was quadratic on big logs)
+        keep: list[TimelineEntry] = []
+        others: list[TimelineEntry] = []
+        for e in entries:
+            (keep if e.kind in ("finding", "lifecycle") or e.severity in ("error", "critical") else others).append(e)
+        rest = others[: max(0, limit - len(keep))]
         entries = sorted(keep + rest, key=lambda e: (e.ts or datetime.min, e.file, e.line))
     return entries
 

@@ -146,9 +146,15 @@ def rules_cmd(
 @app.command("rule")
 def rule_cmd(code: str = typer.Argument(..., help="Rule code (K202) or slug (kv-cache-pressure)."), json_out: bool = JsonOpt) -> None:
     """Explain one rule: what it detects, why it matters, how to fix, its thresholds."""
+    from ..errors import ConfigError
     from ..rules import get_rule
 
-    r = get_rule(code)
+    try:
+        r = get_rule(code)
+    except ConfigError:
+        if _metric_check(code, json_out):  # M1xx: checks `vllmlog scrape` applies to /metrics
+            return
+        raise
     if json_out:
         _dump({"code": r.code, "slug": r.slug, "category": r.category, "severity": r.severity.label, "title": r.title,
                "options": r.options, "doc": r.doc()})
@@ -163,6 +169,26 @@ def rule_cmd(code: str = typer.Argument(..., help="Rule code (K202) or slug (kv-
         con.print("[bold]Options[/] " + escape(f"(set in --config under [rules.{r.code}]):"))
         for k, v in r.options.items():
             con.print(f"  {k} = {v!r}")
+
+
+def _metric_check(code: str, json_out: bool) -> bool:
+    """Explain a /metrics check (``M1xx``, used by `vllmlog scrape` and the generated alert rules)."""
+    from ..prommetrics.judge import CHECKS
+
+    key = code.strip()
+    chk = CHECKS.get(key.upper()) or next((c for c in CHECKS.values() if c.slug == key.lower()), None)
+    if chk is None:
+        return False
+    if json_out:
+        _dump({"code": chk.code, "slug": chk.slug, "category": chk.category, "severity": chk.severity,
+               "source": "metrics", "doc": chk.doc})
+        return True
+    con = stdout_console()
+    con.print(Text.assemble((chk.code, "bold"), f"  {chk.slug}  ", (chk.category, "cyan"),
+                            f"  default severity {chk.severity}  (a /metrics check: `vllmlog scrape`)"))
+    con.print()
+    con.print(escape(chk.doc))
+    return True
 
 
 @app.command("timeline")
