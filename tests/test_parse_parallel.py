@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from vllmlog.parsing import parallel
-from vllmlog.reader import ParseStats, count, iter_jsonl
+from vllmlog.reader import count, iter_jsonl
 
 from .conftest import corpus_logs
 

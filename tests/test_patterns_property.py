@@ -102,3 +102,30 @@ def test_envelope_timestamp_roundtrip(mo, dd, hh, mi, ss):
     e = one("hello", "WARNING %02d-%02d %02d:%02d:%02d [x.py:1] " % (mo, dd, hh, mi, ss))
     assert (e.ts.month, e.ts.day, e.ts.hour, e.ts.minute, e.ts.second) == (mo, dd, hh, mi, ss)
     assert e.level == "WARNING" and e.source == "x.py:1"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), rid, st.integers(0, 300), st.integers(1, 64),
+                          st.sampled_from(["0", "5", "45", "50", "100", "45.5", "07"]), st.booleans()), min_size=1, max_size=60))
+def test_decode_runs_fast_equals_general(rows):
+    """Runs of Decode lines (same second and source → the cached-prefix path) give the general path's JSON."""
+    lines = []
+    for sec, src, r, step, bs, kv, other in rows:
+        head = f"INFO 03-25 10:15:{20 + sec:02d} {'[' if src == 2 else ''}model_runner.py:{312 + src}] "
+        lines.append(head + f"Decode step {step} for {r}. Batch size: {bs}, KV cache usage: {kv}%")
+        if other:
+            lines.append(head + f"Decode step {step} for {r}. Token generation speed: 12.5 tokens/s (below threshold 20 tokens/s)")
+    it = list(enumerate(lines, 1))
+    p = LineParser("x", 2026)
+    fast = p.feed_jsonl(it) + p.close_jsonl()
+    old = P._FAST_DECODE
+    try:
+        P._FAST_DECODE = _NoMatch()
+        q = LineParser("x", 2026)
+        slow = q.feed_jsonl(it) + q.close_jsonl()
+    finally:
+        P._FAST_DECODE = old
+    assert fast == slow
+    ev = LineParser("x", 2026)
+    objs = "".join(P._jsonl(e) for e in ev.feed(it) + ev.close())
+    assert objs == fast

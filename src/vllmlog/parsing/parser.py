@@ -151,7 +151,7 @@ class LineParser:
             if text[:1] == "I":
                 fm = fast(text)
                 if fm is not None and not self._prev_cr:
-                    # the dominant handbook line: one regex, no record; JSON by one C-level str.format
+                    # the dominant handbook line: one regex, no record, JSON by one f-string
                     if self._cur is not None:
                         emit(self._finish(self._cur))
                         self._cur = None
