@@ -445,6 +445,414 @@ def c08(slug):
                        root_cause="Idle server after one request; nothing wrong.", fix=[]))
 
 
+def c09(slug):
+    """V0 0.6 mp TP=2: NCCL watchdog timeout on rank 1 (C++ lines, unprefixed), then the worker dies."""
+    g = Log("2026-04-07 02:00:00", "v0", seed=9)
+    v0_startup(g, version="0.6.1.post2", model="Qwen/Qwen2-72B-Instruct-AWQ", tp=2, blocks=3120)
+    wp = "(VllmWorkerProcess pid=2291) "
+    g.raw(wp + "INFO 04-07 02:00:14 multiproc_worker_utils.py:215] Worker ready; awaiting tasks")
+    for i in range(7):
+        traffic(g, 3)
+        g.tick(5)
+        v0_stats(g, 512.0 + i * 11, 220.0 + i * 4, 6 + i % 3, 0, 0, 9.0 + i)
+    g.tick(5)
+    v0_stats(g, 0.0, 0.0, 8, 0, 2, 15.0)
+    g.tick(590)
+    t = g.t.strftime("%m%d %H:%M:%S")
+    g.raw(f"[rank1]:[E{t}.408271257 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation "
+          "timeout: WorkNCCL(SeqNum=48211, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, "
+          "Timeout(ms)=600000) ran for 600123 milliseconds before timing out.", ev=True)
+    g.raw(f"[rank1]:[E{t}.408612011 ProcessGroupNCCL.cpp:1664] [PG 3 Rank 1] Exception (either an error or "
+          "timeout) detected by watchdog at work: 48211, last enqueued NCCL work: 48212, last completed NCCL work: 48210.")
+    g.raw(f"[rank1]:[E{t}.408640377 ProcessGroupNCCL.cpp:621] [Rank 1] Some NCCL operations have failed or timed "
+          "out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/"
+          "incomplete data.")
+    g.raw(f"[rank1]:[E{t}.408655120 ProcessGroupNCCL.cpp:627] [Rank 1] To avoid data inconsistency, we are taking "
+          "the entire process down.", ev=True)
+    g.raw(f"[rank1]:[E{t}.409533811 ProcessGroupNCCL.cpp:1515] [PG 3 Rank 1] Process group watchdog thread "
+          "terminated with exception: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=48211, "
+          "OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600123 milliseconds "
+          "before timing out.")
+    g.raw("Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609 (most recent call first):")
+    for k, fn in enumerate(["c10::Error::Error(c10::SourceLocation, std::string)", "c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l, 1000l> > >)",
+                            "c10d::ProcessGroupNCCL::watchdogHandler()", "c10d::ProcessGroupNCCL::ncclCommWatchdog()",
+                            "<unknown function> + 0xdc253 (0x7f3b1c4b0253 in /lib/x86_64-linux-gnu/libstdc++.so.6)"]):
+        g.raw(f"frame #{k}: {fn} + 0x{0x96 + k * 0x1d:x} (0x7f3b1d{k:02d}e2a6 in /usr/local/lib/python3.10/dist-packages/torch/lib/libtorch_cuda.so)")
+    g.raw("")
+    g.tick(1)
+    g.error("multiproc_worker_utils.py:120", "Worker VllmWorkerProcess pid 2291 died, exit code: -6", ev=True)
+    g.info("multiproc_worker_utils.py:124", "Killing local vLLM worker processes")
+    g.tick(1)
+    g.error("async_llm_engine.py:63", "Engine background task failed")
+    g.error("async_llm_engine.py:63", "Traceback (most recent call last):\n  File \"/usr/local/lib/python3.10/dist-packages/vllm/executor/multiproc_worker_utils.py\", line 58, in _set_future_result\n    raise ChildProcessError(\"worker died\")")
+    g.error("async_llm_engine.py:63", "ChildProcessError: worker died")
+    for _ in range(3):
+        g.access("/v1/chat/completions", status=500)
+    g.write(slug, dict(category="distributed_nccl", secondary_categories=["engine_dead", "engine_hang"],
+                       vllm_generation="v0", version="0.6.1.post2",
+                       root_cause="An ALLREDUCE between the two TP ranks never completed; after the 10-minute NCCL "
+                                  "timeout the watchdog aborted rank 1 (SIGABRT, exit -6) and the engine died.",
+                       fix=["Check the GPU interconnect / NCCL (NCCL_DEBUG=INFO, NCCL_P2P_DISABLE=1 to test)",
+                            "Try --disable-custom-all-reduce; restart"]))
+
+
+def c10(slug):
+    """V1 0.10.2 style prefixes under kubectl: EngineCore fatal error (illegal memory access), then 500s."""
+    g = Log("2026-12-01 18:30:00", "v11", wrap="kubectl", pid=1, seed=10)
+    eng = "EngineCore_DP0"
+    v1_startup(g, version="0.10.2", model="deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", max_seqs=128,
+               max_len=32768, kv_tokens=140_000, engine=eng)
+    for i in range(6):
+        traffic(g, 3)
+        g.tick(10)
+        v1_stats(g, 2010.0 + i * 25, 650.0 + i * 12, 22 + i, 0, 21.0 + i * 3, hit=40.2)
+    g.tick(3)
+    g.error("core.py:710", "EngineCore encountered a fatal error.", name=eng, ev=True)
+    g.error("core.py:710", "Traceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 701, in run_engine_core\n'
+            "    engine_core.run_busy_loop()\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 728, in run_busy_loop\n'
+            "    self._process_engine_step()\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 1688, in execute_model\n'
+            "    valid_sampled_token_ids = sampled_token_ids.tolist()", name=eng)
+    g.error("core.py:710", "RuntimeError: CUDA error: an illegal memory access was encountered", name=eng, ev=True)
+    g.error("core.py:710", "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+            "stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+            "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.", name=eng)
+    g.error("async_llm.py:480", "AsyncLLM output_handler failed.", ev=True)
+    g.error("async_llm.py:480", "Traceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/async_llm.py", line 439, in output_handler\n'
+            "    outputs = await engine_core.get_output_async()\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core_client.py", line 846, in get_output_async\n'
+            "    raise self._format_exception(outputs) from None")
+    g.error("async_llm.py:480", "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See "
+            "stack trace (above) for the root cause.", ev=True)
+    for _ in range(8):
+        g.access(status=500)
+    g.uv("Shutting down")
+    g.uv("Waiting for application shutdown.")
+    g.uv("Application shutdown complete.")
+    g.uv("Finished server process [1]")
+    g.write(slug, dict(category="engine_dead", vllm_generation="v1", version="0.10.2",
+                       root_cause="A kernel hit an illegal memory access; the EngineCore died and every in-flight "
+                                  "and later request got HTTP 500 until the pod restarted.",
+                       fix=["Rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; try --enforce-eager or another "
+                            "attention backend; upgrade vLLM/driver"]))
+
+
+def c11(slug):
+    """V1 0.8 (bracketed, no prefix): gated Hugging Face repo without a token → 401 at start-up."""
+    g = Log("2026-02-14 07:45:10", "v1", seed=11)
+    g.info("__init__.py:239", "Automatically detected platform cuda.")
+    g.info("api_server.py:1034", "vLLM API server version 0.8.4")
+    g.info("api_server.py:1035", "args: Namespace(subparser='serve', model_tag='meta-llama/Llama-3.1-8B-Instruct', "
+           "host=None, port=8000, model='meta-llama/Llama-3.1-8B-Instruct', max_model_len=8192, tensor_parallel_size=1)")
+    g.tick(1)
+    g.raw("Traceback (most recent call last):")
+    g.raw('  File "/usr/local/lib/python3.12/dist-packages/huggingface_hub/utils/_http.py", line 409, in hf_raise_for_status')
+    g.raw("    response.raise_for_status()")
+    g.raw('  File "/usr/local/lib/python3.12/dist-packages/requests/models.py", line 1024, in raise_for_status')
+    g.raw("    raise HTTPError(http_error_msg, response=self)")
+    g.raw("requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: "
+          "https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/resolve/main/config.json")
+    g.raw("")
+    g.raw("The above exception was the direct cause of the following exception:")
+    g.raw("")
+    g.raw("Traceback (most recent call last):")
+    frames = [("/usr/local/bin/vllm", 8, "<module>", "sys.exit(main())"),
+              ("/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/cli/main.py", 51, "main", "args.dispatch_function(args)"),
+              ("/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/cli/serve.py", 27, "cmd", "uvloop.run(run_server(args))"),
+              ("/usr/local/lib/python3.12/dist-packages/uvloop/__init__.py", 109, "run", "return __asyncio.run("),
+              ("/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", 1069, "run_server", "async with build_async_engine_client(args) as engine_client:"),
+              ("/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", 146, "build_async_engine_client", "async with build_async_engine_client_from_engine_args("),
+              ("/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", 166, "build_async_engine_client_from_engine_args", "vllm_config = engine_args.create_engine_config(usage_context=usage_context)"),
+              ("/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", 1099, "create_engine_config", "model_config = self.create_model_config()"),
+              ("/usr/local/lib/python3.12/dist-packages/vllm/config.py", 369, "__init__", "hf_config = get_config(self.hf_config_path or self.model,"),
+              ("/usr/local/lib/python3.12/dist-packages/vllm/transformers_utils/config.py", 274, "get_config", "if is_gguf or file_or_path_exists("),
+              ("/usr/local/lib/python3.12/dist-packages/vllm/transformers_utils/config.py", 177, "file_or_path_exists", "return file_exists(str(model),"),
+              ("/usr/local/lib/python3.12/dist-packages/huggingface_hub/utils/_validators.py", 114, "_inner_fn", "return fn(*args, **kwargs)"),
+              ("/usr/local/lib/python3.12/dist-packages/huggingface_hub/hf_api.py", 2916, "file_exists", "get_hf_file_metadata(url, token=token)"),
+              ("/usr/local/lib/python3.12/dist-packages/huggingface_hub/file_download.py", 1296, "get_hf_file_metadata", "r = _request_wrapper("),
+              ("/usr/local/lib/python3.12/dist-packages/huggingface_hub/file_download.py", 280, "_request_wrapper", "response = _request_wrapper("),
+              ("/usr/local/lib/python3.12/dist-packages/huggingface_hub/file_download.py", 304, "_request_wrapper", "hf_raise_for_status(response)"),
+              ("/usr/local/lib/python3.12/dist-packages/huggingface_hub/utils/_http.py", 426, "hf_raise_for_status", "raise _format(GatedRepoError, message, response) from e")]
+    for f, ln, fn, code in frames:
+        g.raw(f'  File "{f}", line {ln}, in {fn}')
+        g.raw(f"    {code}")
+    g.raw("huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-67af1d2e-3c0f5a4b1e2d6c7f08a9b0c1;"
+          "5e1f2a3b-4c5d-6e7f-8091-a2b3c4d5e6f7)", ev=True)
+    g.raw("")
+    g.raw("Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/resolve/main/config.json.", ev=True)
+    g.raw("Access to model meta-llama/Llama-3.1-8B-Instruct is restricted. You must have access to it and be "
+          "authenticated to access it. Please log in.")
+    g.write(slug, dict(category="model_load_failure", vllm_generation="v1", version="0.8.4",
+                       root_cause="The model is a gated Hugging Face repo and the container has no HF_TOKEN with "
+                                  "access, so fetching config.json fails with 401.",
+                       fix=["Accept the licence on the model page and pass HF_TOKEN (or pre-download the weights)"]))
+
+
+def c12(slug):
+    """docker compose with restart: unless-stopped: argparse rejects '-tp two' on every restart."""
+    g = Log("2026-05-30 12:00:00", "v1", wrap="compose", seed=12)
+    for k in range(9):
+        g.info("__init__.py:244", "Automatically detected platform cuda.")
+        g.tick(2)
+        g.raw("usage: vllm serve [model_tag] [options]")
+        g.raw("vllm serve: error: argument --tensor-parallel-size/-tp: invalid int value: 'two'", ev=(k < 3))
+        g.lines.append(f"vllm-1 exited with code 2")
+        g.tick(2 ** min(k, 5))
+    g.lines.append("Gracefully stopping... (press Ctrl+C again to force)")
+    g.lines.append("vllm-1 exited with code 2")
+    for _ in range(3):
+        g.raw("usage: vllm serve [model_tag] [options]")
+        g.raw("vllm serve: error: argument --tensor-parallel-size/-tp: invalid int value: 'two'")
+    g.write(slug, dict(category="config_error", vllm_generation="v1", version="0.9.1",
+                       root_cause="The compose file passes '-tp two'; argparse exits with code 2 before anything "
+                                  "loads, and the restart policy repeats it.",
+                       fix=["Use an integer: --tensor-parallel-size 2"]))
+
+
+def c13(slug):
+    """V1 0.9: prompts over max_model_len=4096 — 'Error in preprocessing prompt inputs' + 400s."""
+    g = Log("2026-03-09 09:10:00", "v1", seed=13)
+    v1_startup(g, version="0.9.0", model="mistralai/Mistral-7B-Instruct-v0.2", max_seqs=128, max_len=4096,
+               kv_tokens=180_224)
+    for i in range(10):
+        traffic(g, 2)
+        if i % 2 == 1:
+            g.error("serving_chat.py:200", "Error in preprocessing prompt inputs", ev=(i < 6))
+            g.error("serving_chat.py:200", "Traceback (most recent call last):\n"
+                    '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/serving_engine.py", line 505, in _validate_input\n'
+                    "    raise ValueError(")
+            g.error("serving_chat.py:200", f"ValueError: This model's maximum context length is 4096 tokens. However, "
+                    f"you requested {5120 + i * 64} tokens ({4096 + i * 64} in the messages, 1024 in the completion). "
+                    "Please reduce the length of the messages or completion.", ev=(i < 6))
+            g.access(status=400, ev=(i < 6))
+        g.tick(10)
+        v1_stats(g, 1402.0 + i * 9, 388.0 + i * 3, 9 + i % 4, 0, 22.0 + i, hit=5.5)
+    g.write(slug, dict(category="request_too_long", vllm_generation="v1", version="0.9.0",
+                       root_cause="Clients send prompts longer than max_model_len=4096 (plus 1024 completion tokens); "
+                                  "each is rejected with HTTP 400.",
+                       fix=["Truncate prompts / lower max_tokens client-side, or raise --max-model-len if the model "
+                            "and KV cache allow"]))
+
+
+def c14(slug):
+    """V1 0.11 with ANSI prefix and --log-error-stack (raw print_exc traceback): top_p=2.5 rejected with 400."""
+    g = Log("2026-10-05 14:00:00", "v11", pid=33, ansi=True, seed=14)
+    v1_startup(g, version="0.11.0", model="Qwen/Qwen2.5-7B-Instruct", max_seqs=128, max_len=32768,
+               kv_tokens=250_000, engine="EngineCore_DP0")
+    for i in range(9):
+        traffic(g, 2)
+        if i % 2 == 0:
+            # --log-error-stack: create_error_response() calls traceback.print_exc() → raw stderr lines
+            # that still get the (APIServer pid=N) stream prefix in 0.10.1–0.30.
+            g.raw(g.proc() + "Traceback (most recent call last):")
+            g.raw(g.proc() + '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/serving_chat.py", line 283, in create_chat_completion')
+            g.raw(g.proc() + "    sampling_params = request.to_sampling_params(max_tokens, self.model_config.logits_processor_pattern, self.default_sampling_params)")
+            g.raw(g.proc() + '  File "/usr/local/lib/python3.12/dist-packages/vllm/sampling_params.py", line 404, in _verify_args')
+            g.raw(g.proc() + "    raise ValueError(")
+            g.raw(g.proc() + "ValueError: top_p must be in (0, 1], got 2.5.", ev=(i < 6))
+            g.access(status=400, ev=(i < 6))
+        g.tick(10)
+        v1_stats(g, 980.0 + i * 7, 301.0 + i * 2, 7 + i % 3, 0, 11.0 + i, hit=22.0)
+    g.write(slug, dict(category="bad_request_params", vllm_generation="v1", version="0.11.0",
+                       root_cause="A client sends top_p=2.5 (valid range (0, 1]); those requests are rejected with 400.",
+                       fix=["Fix the client's sampling parameters (top_p ≤ 1)"]))
+
+
+def c15(slug):
+    """V0 0.5: bursts of 'Aborted request cmpl-…' as a client times out and retries."""
+    g = Log("2026-01-20 20:00:00", "v0", seed=15)
+    v0_startup(g, version="0.5.0.post1", model="meta-llama/Meta-Llama-3-8B-Instruct", blocks=27000, max_len=8192)
+    rid = 0x91c3
+    for i in range(9):
+        traffic(g, 3)
+        g.tick(5)
+        v0_stats(g, 1320.0 - i * 10, 980.0 - i * 15, 40 + i, 0, 0, 30.0 + i * 2)
+        if i in (3, 4, 6, 7):
+            for _ in range(7):
+                g.info("async_llm_engine.py:167", f"Aborted request cmpl-{rid:x}a1b2c3d4e5f6.", ev=(i in (3, 4)))
+                rid += 13
+    g.write(slug, dict(category="client_abort", vllm_generation="v0", version="0.5.0.post1",
+                       root_cause="A client library with a short read timeout disconnects in bursts; vLLM aborts "
+                                  "the requests (28 aborts, no server-side error).",
+                       fix=["Raise the client timeout or stream responses; check the load balancer idle timeout"]))
+
+
+# ---- handbook format
+
+class Hb:
+    """Request lines in the handbook format (V0-style prefix, scheduler/model_runner messages)."""
+
+    def __init__(self, g: Log):
+        self.g, self.n, self.q = g, 0, 0
+
+    def add(self, q=None, ev=False):
+        self.n += 1
+        self.q = self.q + 1 if q is None else q
+        self.g.info("scheduler.py:456", f"Added request req_{self.n:03d} to waiting queue. Queue size: {self.q}", ev)
+        return self.n
+
+    def sched(self, n, run, wait):
+        self.g.info("scheduler.py:489", f"Scheduling request req_{n:03d}. Running: {run}, Waiting: {wait}, Swapped: 0")
+
+    def prefill(self, n, toks=2048, lat=0.342):
+        self.g.info("model_runner.py:234", f"Prefill started for req_{n:03d}. Input tokens: {toks}, Block tables: {toks // 64}")
+        self.g.info("model_runner.py:278", f"Prefill completed for req_{n:03d}. Latency: {lat:.3f}s, "
+                    f"Throughput: {int(toks / lat)} tokens/s")
+
+    def decode(self, n, step, batch, kv, speed=None, ev=False):
+        if speed is None:
+            self.g.info("model_runner.py:312", f"Decode step {step} for req_{n:03d}. Batch size: {batch}, KV cache usage: {kv}%")
+        else:
+            self.g.warn("model_runner.py:345", f"Decode step {step} for req_{n:03d}. Token generation speed: "
+                        f"{speed:.1f} tokens/s (below threshold 20 tokens/s)", ev)
+
+    def ok(self, n, toks=2050, lat=3.2, ttft=0.35, tpot=0.058, ev=False):
+        self.g.info("scheduler.py:612", f"Request req_{n:03d} finished. Status: SUCCESS. Total tokens: {toks}, "
+                    f"Total latency: {lat}s, TTFT: {ttft}s, TPOT: {tpot}s", ev)
+
+    def wait_warn(self, n, ev=False):
+        self.g.warn("scheduler.py:512", f"Request req_{n:03d} waiting time exceeds 30s. Consider reducing load.", ev)
+
+    def cancel(self, n, ev=False):
+        self.g.warn("scheduler.py:625", f"Request req_{n:03d} finished. Status: CANCELLED. Reason: Timeout after 60s.", ev)
+
+
+def c16(slug):
+    """Handbook: arrivals outpace scheduling; queue size grows, 'waiting time exceeds 30s' warnings."""
+    g = Log("2026-03-25 10:15:23", "handbook", seed=16)
+    h = Hb(g)
+    done = 0
+    for i in range(14):
+        for _ in range(3):
+            h.add(ev=(h.q >= 25 and h.q <= 27))
+        n = done + 1
+        h.sched(n, 8, h.q - 1)
+        h.q -= 1
+        h.prefill(n)
+        if i >= 5:
+            h.wait_warn(n + 6, ev=(i < 9))
+        g.tick(4)
+        h.ok(n, lat=3.1 + i * 2.5, ttft=0.35 + i * 2.4)
+        done += 1
+    g.write(slug, dict(category="queue_backlog", vllm_generation="handbook",
+                       root_cause="Three requests arrive per completion; the waiting queue grows steadily (Queue "
+                                  "size ~30) and requests wait > 30 s before scheduling.",
+                       fix=["Add capacity (replicas, --max-num-seqs) or rate-limit clients"]))
+
+
+def c17(slug):
+    """Handbook: a wave of 16 requests; 5 finish fast, 11 are cancelled after the 60 s timeout."""
+    g = Log("2026-04-02 08:00:00", "handbook", seed=17)
+    h = Hb(g)
+    ids = [h.add() for _ in range(16)]
+    for k, n in enumerate(ids):
+        h.sched(n, min(k + 1, 16), 15 - k)
+        h.q -= 1
+        h.prefill(n, toks=1024, lat=0.2)
+    g.tick(1)
+    fast = ids[::3][:5]
+    for n in fast:
+        h.decode(n, 1, 16, 22)
+    g.tick(2)
+    for n in fast:
+        h.ok(n, toks=1110, lat=2.9, ttft=0.4, tpot=0.028)
+    g.tick(57)
+    slow = [n for n in ids if n not in fast]
+    for k, n in enumerate(slow):
+        h.cancel(n, ev=(k < 6))
+    g.tick(1)
+    for _ in range(4):
+        n = h.add()
+        h.sched(n, 1, 0)
+        h.q -= 1
+        h.prefill(n, toks=900, lat=0.18)
+        g.tick(2)
+        h.ok(n, toks=1000, lat=2.2, ttft=0.3, tpot=0.021)
+    g.write(slug, dict(category="timeout", vllm_generation="handbook",
+                       root_cause="11 of 20 requests never finished within the 60 s request timeout and were "
+                                  "cancelled; the ones that finished ran at normal speed (TPOT 21-28 ms).",
+                       fix=["Find why those requests stall (very long max_tokens, stuck generation); raise the "
+                            "timeout only if such lengths are expected"]))
+
+
+def c18(slug):
+    """Handbook: decode below 20 tokens/s threshold (~12 tokens/s) and TTFT ~3 s, no errors."""
+    g = Log("2026-04-02 15:30:00", "handbook", seed=18)
+    h = Hb(g)
+    for i in range(10):
+        n = h.add()
+        h.sched(n, 8, max(h.q - 1, 0))
+        h.q = max(h.q - 1, 0)
+        h.prefill(n, toks=1900 + i * 10, lat=2.95 + (i % 3) * 0.05)
+        h.decode(n, 1, 8, 40 + i)
+        g.tick(4)
+        h.decode(n, 50, 8, 41 + i, speed=12.5 - (i % 4) * 0.3, ev=(i < 5))
+        g.tick(3)
+        h.ok(n, toks=2050, lat=round(3.0 + 160 / 12.5, 1), ttft=3.0 + (i % 3) * 0.05, tpot=0.08, ev=(i < 3))
+    g.write(slug, dict(category="slow_throughput", vllm_generation="handbook",
+                       root_cause="Generation runs at ~12 tokens/s (threshold 20) and TTFT ~3 s at batch 8 "
+                                  "without queueing or errors: the deployment is slow, not overloaded.",
+                       fix=["Check GPU clocks/thermal throttling, quantisation, attention backend, CUDA graphs"]))
+
+
+def c19(slug):
+    """V0 0.7 healthy: steady moderate load at ~40 % KV and a lone 404 on a wrong path."""
+    g = Log("2026-02-02 10:00:00", "v0", seed=19)
+    v0_startup(g, version="0.7.2", model="Qwen/Qwen2.5-14B-Instruct", blocks=9000, max_len=16384)
+    for i in range(18):
+        traffic(g, 3)
+        if i == 9:
+            g.access("/v1/chat/completion", status=404)
+        g.tick(5)
+        v0_stats(g, 900.0 + (i % 5) * 30, 620.0 + (i % 4) * 15, 30 + i % 5, 0, 0, 38.0 + (i % 6))
+    g.write(slug, dict(category="healthy", vllm_generation="v0", version="0.7.2",
+                       root_cause="Steady load at ~40 % KV; one client typo'd a path (404).", fix=[]))
+
+
+def c20(slug):
+    """V1 0.10.1 with prefixes: normal traffic, then a graceful SIGTERM with EngineDeadError noise."""
+    g = Log("2026-09-09 23:58:00", "v11", pid=1, seed=20)
+    eng = "EngineCore_0"
+    v1_startup(g, version="0.10.1", model="meta-llama/Llama-3.1-8B-Instruct", max_seqs=256, max_len=8192,
+               kv_tokens=400_000, engine=eng)
+    for i in range(8):
+        traffic(g, 3)
+        g.tick(10)
+        v1_stats(g, 700.0 + i * 9, 310.0 + i * 4, 5 + i % 3, 0, 6.0 + i % 3, hit=30.1)
+    g.tick(4)
+    g.uv("Shutting down")
+    g.info("launcher.py:101", "Shutting down FastAPI HTTP server.")
+    g.uv("Waiting for application shutdown.")
+    g.uv("Application shutdown complete.")
+    g.error("async_llm.py:430", "AsyncLLM output_handler failed.")
+    g.error("async_llm.py:430", "Traceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/async_llm.py", line 389, in output_handler\n'
+            "    outputs = await engine_core.get_output_async()")
+    g.error("async_llm.py:430", "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See "
+            "stack trace (above) for the root cause.")
+    g.uv("Finished server process [1]")
+    g.write(slug, dict(category="healthy", vllm_generation="v1", version="0.10.1",
+                       root_cause="Operator stopped the server (SIGTERM); the output handler's EngineDeadError is "
+                                  "shutdown noise, not a crash.", fix=[]))
+
+
+def c21(slug):
+    """V1 0.8 healthy: a short burst queues 40 requests for ~30 s, KV 85 %, then drains to zero."""
+    g = Log("2026-07-01 12:00:00", "v1", seed=21)
+    v1_startup(g, version="0.8.5", model="google/gemma-3-12b-it", max_seqs=64, max_len=8192, kv_tokens=96_000)
+    rows = [(0, 0, 2.0), (12, 0, 20.0), (64, 38, 71.0), (64, 40, 85.0), (64, 22, 84.0), (58, 0, 66.0),
+            (31, 0, 35.0), (9, 0, 10.0), (2, 0, 2.0), (0, 0, 0.0), (0, 0, 0.0)]
+    for r, w, kv in rows:
+        traffic(g, min(4, r // 10 + 1))
+        g.tick(10)
+        v1_stats(g, 300.0 + r * 40, r * 28.5, r, w, kv, hit=8.0)
+    g.write(slug, dict(category="healthy", vllm_generation="v1", version="0.8.5",
+                       root_cause="A 30-second burst queued briefly and drained; no sustained backlog.", fix=[]))
+
+
 CASES = [
     ("01-v1-cudagraph-capture-oom", c01),
     ("02-v0-compose-no-cache-blocks", c02),
@@ -454,6 +862,19 @@ CASES = [
     ("06-v1-kubectl-max-num-seqs-backlog", c06),
     ("07-v1-tp2-shm-broadcast-hang", c07),
     ("08-v11-idle-healthy", c08),
+    ("09-v0-tp2-nccl-watchdog", c09),
+    ("10-v1-kubectl-enginecore-ima", c10),
+    ("11-v1-gated-repo-401", c11),
+    ("12-compose-argparse-tp-two", c12),
+    ("13-v1-context-length-400", c13),
+    ("14-v11-ansi-top-p-400", c14),
+    ("15-v0-abort-bursts", c15),
+    ("16-handbook-queue-growth", c16),
+    ("17-handbook-timeouts", c17),
+    ("18-handbook-slow-decode", c18),
+    ("19-v0-steady-load-404-healthy", c19),
+    ("20-v1-sigterm-shutdown-healthy", c20),
+    ("21-v1-burst-drains-healthy", c21),
 ]
 
 
