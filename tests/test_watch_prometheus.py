@@ -13,7 +13,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import httpx
 import pytest
 
 from vllmlog.parsing.parser import LineParser
