@@ -151,7 +151,9 @@ class LineParser:
             if text[:1] == "I":
                 fm = fast(text)
                 if fm is not None and not self._prev_cr:
-                    # the dominant handbook line: one regex, no record, JSON by one f-string
+                    # the dominant handbook line: one regex, no record, JSON by one f-string. It is finished at
+                    # once: a Decode line is never the head of a multi-line record (the general path would only
+                    # attach an indented or Traceback line of the same source and second to it)
                     if self._cur is not None:
                         emit(self._finish(self._cur))
                         self._cur = None
