@@ -724,22 +724,30 @@ def c16(slug):
     """Handbook: arrivals outpace scheduling; queue size grows, 'waiting time exceeds 30s' warnings."""
     g = Log("2026-03-25 10:15:23", "handbook", seed=16)
     h = Hb(g)
+    added: dict[int, datetime] = {}
+    warned: set[int] = set()
     done = 0
-    for i in range(14):
+    nwarn = 0
+    for i in range(20):
         for _ in range(3):
-            h.add(ev=(h.q >= 25 and h.q <= 27))
+            n = h.add(ev=(25 <= h.q + 1 <= 27))
+            added[n] = g.t
         n = done + 1
         h.sched(n, 8, h.q - 1)
         h.q -= 1
         h.prefill(n)
-        if i >= 5:
-            h.wait_warn(n + 6, ev=(i < 9))
+        late = [m for m in sorted(added) if m > n and m not in warned and (g.t - added[m]).total_seconds() > 30]
+        if late:
+            warned.add(late[0])
+            h.wait_warn(late[0], ev=(nwarn < 4))
+            nwarn += 1
         g.tick(4)
-        h.ok(n, lat=3.1 + i * 2.5, ttft=0.35 + i * 2.4)
+        wait_s = (g.t - added[n]).total_seconds()
+        h.ok(n, lat=round(wait_s, 1), ttft=round(wait_s - 3.6, 2), tpot=0.035)
         done += 1
     g.write(slug, dict(category="queue_backlog", vllm_generation="handbook",
                        root_cause="Three requests arrive per completion; the waiting queue grows steadily (Queue "
-                                  "size ~30) and requests wait > 30 s before scheduling.",
+                                  "size 1 → 40 in 80 s) and requests wait > 30 s before scheduling.",
                        fix=["Add capacity (replicas, --max-num-seqs) or rate-limit clients"]))
 
 
