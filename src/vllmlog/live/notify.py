@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import logging
 import os
 import queue
@@ -71,16 +72,17 @@ class StreamNotifier:
             return
         line = orjson.dumps(payload(t, context), default=str) + b"\n"
         try:
-            if hasattr(self.stream, "buffer"):
-                self.stream.buffer.write(line)  # type: ignore[union-attr]
-            elif "b" in getattr(self.stream, "mode", "") or isinstance(self.stream, (bytearray,)):
+            buf = getattr(self.stream, "buffer", None)  # sys.stdout: write bytes under the text layer
+            if buf is not None:
+                self.stream.flush()
+                buf.write(line)
+                buf.flush()
+            elif isinstance(self.stream, io.TextIOBase):
+                self.stream.write(line.decode())
+                self.stream.flush()
+            else:  # a binary stream
                 self.stream.write(line)
-            else:
-                try:
-                    self.stream.write(line.decode())
-                except TypeError:
-                    self.stream.write(line)
-            self.stream.flush()
+                self.stream.flush()
             self.counts["sent"] += 1
         except (BrokenPipeError, ValueError, OSError):
             self.counts["failed"] += 1
