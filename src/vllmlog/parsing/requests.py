@@ -43,7 +43,7 @@ def _generated(f: dict[str, Any]) -> None:
     mode = f.pop("mode", None)
     f["streaming"] = None if not mode else ("delta" if "delta" in mode else "complete")
     ids = f.pop("ids", None)
-    if ids is not None:
+    if ids is not None and ids != "None":  # 0.32 prints `output_token_ids: None` for streamed summaries
         inner = ids.strip("[]").strip()
         f["output_tokens"] = inner.count(",") + 1 if inner else 0
     if f.get("finish_reason") == "None":
@@ -181,8 +181,9 @@ for _p in [
         kind="request_exception",
         prefix="",
         contains="Exception caught. Request id: ",
-        regex=rf"^(?:Engine )?Exception caught\. Request id: (?P<request_id>\S+)",
-        examples=["Exception caught. Request id: cmpl-client-0003-aa-0"],
+        # validation errors are raised before a request id exists: vLLM then prints `Request id: None`
+        regex=rf"^(?:Engine )?Exception caught\. Request id: (?:None$|(?P<request_id>\S+))",
+        examples=["Exception caught. Request id: cmpl-client-0003-aa-0", "Exception caught. Request id: None"],
         doc="--log-error-stack: an error response's traceback follows.",
         source="v1",
     ),
