@@ -21,9 +21,6 @@ LABELS = sorted(HELDOUT.glob("[0-9][0-9]-*.json"))
 
 #: case stem → what the diagnosis gets wrong (strict xfail).
 XFAIL: dict[str, str] = {
-    "02-v0-compose-no-cache-blocks": "no finding: torch's '[rank0]: ' stderr prefix is not stripped, so the "
-    "traceback ending in 'ValueError: No available memory for the cache blocks' stays unparsed; "
-    "'# GPU blocks: 0' is parsed but no rule reads it",
     "03-v0-engine-loop-cuda-oom": "top is E403 engine_dead: the 'Engine background task failed' traceback is one "
     "engine_dead event typed by its last exception (AsyncEngineDeadError); the chained CUDA OOM inside it is "
     "not taken as the cause (runtime_oom)",

@@ -133,6 +133,8 @@ VARIANTS = {
     "v1_preempt_field.log": ("K202", "kv_cache_pressure_preemption"),
     "argparse.log": ("S105", "config_error"),
     "v1_stuck_queue_running0.log": ("E402", "engine_hang"),
+    "v0_zero_gpu_blocks.log": ("K201", "kv_cache_capacity_error"),
+    "torch_rank_prefix_no_cache.log": ("K201", "kv_cache_capacity_error"),
 }
 
 

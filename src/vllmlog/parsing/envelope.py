@@ -13,6 +13,9 @@ DOCKER = re.compile(r"^[A-Za-z0-9][\w.-]{0,62}\s*\| ")
 K8S_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) ")
 # (APIServer pid=1), (VllmWorker rank=0 pid=7), (RayWorkerWrapper pid=9, ip=10.0.0.2)
 PROC = re.compile(r"^\(([^()]*?\bpid=\d+[^()]*)\)\s?")
+# torch.distributed's per-rank stderr prefix on Python output: "[rank0]: Traceback …" (a colon and a space; the
+# C++ log lines "[rank0]:[E1110 …] …" have no space and keep their prefix, their patterns read it)
+TORCH_RANK = re.compile(r"^\[rank(\d+)\]: ")
 RAY_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 VLLM = re.compile(
     r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL|WARN|FATAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,]\d+)? \[?([^\]\s]+?:\d+)\] ?(.*)$",

@@ -16,7 +16,7 @@ import orjson
 
 from ..model import Event
 from . import engine, failures, handbook, raw, requests, runtime, startup, uvicorn  # noqa: F401  (register patterns)
-from .envelope import ANSI, DOCKER, EXC_LINE, K8S_TS, PROC, RAY_REPEAT, UVICORN, VLLM, is_tb_continuation
+from .envelope import ANSI, DOCKER, EXC_LINE, K8S_TS, PROC, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM, is_tb_continuation
 from .registry import MESSAGES, RAW, LinePattern
 from .templates import template
 
@@ -212,6 +212,13 @@ class LineParser:
                 m = PROC.match(s)
                 if m:
                     process = m.group(1)
+                    s = s[m.end():]
+                    c0 = s[:1]
+            if c0 == "[" and s[1:5] == "rank":
+                m = TORCH_RANK.match(s)
+                if m:
+                    if process is None:
+                        process = "rank" + m.group(1)
                     s = s[m.end():]
                     c0 = s[:1]
             repeated = 0

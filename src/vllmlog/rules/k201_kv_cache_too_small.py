@@ -36,6 +36,10 @@ class KvCacheTooSmall(Rule):
         for v in u.servers(run):
             evs = [e for e in v.of("kv_cache_insufficient", "kv_cache_no_memory") if not v.serving(e.line)]
             if not evs:
+                # "# GPU blocks: 0" / "GPU KV cache size: 0 tokens" is itself the evidence (the error that
+                # follows may be missing or unreadable)
+                evs = [e for e in v.of("kv_cache_blocks", "kv_cache_size") if _zero_blocks(e) and not v.serving(e.line)]
+            if not evs:
                 continue
             e = evs[0]
             main = u.ev(e, "max seq len", "No available memory for the cache blocks")
@@ -51,7 +55,11 @@ class KvCacheTooSmall(Rule):
             if cap is None and blocks:
                 nb = u.num(blocks[-1].fields.get("num_gpu_blocks"))
                 cap = nb * 16 if nb else None
-            if e.kind == "kv_cache_no_memory" or e.fields.get("exc_kind") == "kv_cache_no_memory":
+            zero = _zero_blocks(e) or (bool(blocks) and _zero_blocks(blocks[-1]))
+            if zero and e.kind in ("kv_cache_blocks", "kv_cache_size"):
+                main = u.first(e)
+                blocks = []
+            if e.kind == "kv_cache_no_memory" or e.fields.get("exc_kind") == "kv_cache_no_memory" or zero:
                 msg = "No memory is left for any KV-cache block after loading the weights; the engine cannot start."
                 rem = ("Raise `--gpu-memory-utilization` (e.g. 0.95), use `--tensor-parallel-size 2` or a quantized "
                        "checkpoint so the weights leave room for the cache, or free memory held by other processes.")
@@ -64,6 +72,9 @@ class KvCacheTooSmall(Rule):
                        + "raise `--gpu-memory-utilization` (e.g. 0.95) / add GPUs (`--tensor-parallel-size`) / "
                        "`--kv-cache-dtype fp8`; remove `--num-gpu-blocks-override` if set.")
             evid = [main] + ([u.first(blocks[-1])] if blocks else []) + u.startup_failure_lines(v, e.line_end)
+            if zero and e.kind in ("kv_cache_blocks", "kv_cache_size"):
+                msg = ("The KV cache got 0 blocks after loading the weights (no memory left for a single block); "
+                       "the engine cannot serve.")
             yield self.finding(
                 msg, evidence=u.dedupe(evid), first_seen=e.ts, last_seen=e.ts, count=len(evs), file=v.file,
                 process=e.process, server=v.index,
@@ -71,3 +82,13 @@ class KvCacheTooSmall(Rule):
                            "than one request of maximum length needs.",
                 remediation=rem, data={"max_seq_len": max_len, "kv_cache_tokens": cap, "suggested_max_model_len": sugg},
             )
+
+
+def _zero_blocks(e: Any) -> bool:
+    """A KV-cache size line that reports no device blocks at all (``# GPU blocks: 0``, ``KV cache size: 0 tokens``)."""
+    f = e.fields
+    if e.kind == "kv_cache_blocks":
+        return u.num(f.get("num_gpu_blocks")) == 0
+    if e.kind == "kv_cache_size":
+        return u.num(f.get("kv_cache_tokens")) == 0
+    return False
