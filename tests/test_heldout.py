@@ -21,9 +21,6 @@ LABELS = sorted(HELDOUT.glob("[0-9][0-9]-*.json"))
 
 #: case stem → what the diagnosis gets wrong (strict xfail).
 XFAIL: dict[str, str] = {
-    "03-v0-engine-loop-cuda-oom": "top is E403 engine_dead: the 'Engine background task failed' traceback is one "
-    "engine_dead event typed by its last exception (AsyncEngineDeadError); the chained CUDA OOM inside it is "
-    "not taken as the cause (runtime_oom)",
     "14-v11-ansi-top-p-400": "top is R603 request_too_long ('no reason logged', inferred): the --log-error-stack "
     "traceback ending 'ValueError: top_p must be in (0, 1], got 2.5.' is parsed (kind traceback, exc_message) but "
     "R602's bad_param_events only accepts bad_request_params/request_failed/request_exception kinds",

@@ -1,4 +1,4 @@
-"""Envelope details: torch's per-rank stderr prefix."""
+"""Envelope details (torch's per-rank stderr prefix) and exception chains."""
 
 from __future__ import annotations
 
@@ -36,3 +36,23 @@ def test_torch_cpp_rank_lines_unchanged() -> None:
     ])
     assert [e.kind for e in evs] == ["nccl_timeout", "torch_log"]
     assert evs[0].fields["rank"] in ("0", 0)
+
+
+def test_exception_chain_keeps_every_matched_kind() -> None:
+    h = "ERROR 03-25 10:16:29 async_llm_engine.py:43] "
+    evs = _parse([
+        h + "Engine background task failed",
+        h + "Traceback (most recent call last):",
+        h + '  File "/x/model_runner.py", line 1, in execute_model',
+        h + "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacity of 23.69 GiB of which 3.09 GiB is free.",
+        h + "",
+        h + "The above exception was the direct cause of the following exception:",
+        h + "",
+        h + "Traceback (most recent call last):",
+        h + '  File "/x/async_llm_engine.py", line 2, in _log_task_completion',
+        h + "vllm.engine.async_llm_engine.AsyncEngineDeadError: Task finished unexpectedly. This should never happen!",
+    ])
+    assert len(evs) == 1
+    f = evs[0].fields
+    assert f["exc_kind"] == "engine_dead"  # the last exception, as before
+    assert f["exc_kinds"] == ["cuda_oom", "engine_dead"]  # the cause first

@@ -43,7 +43,7 @@ KIND_DOCS: dict[str, str] = {
 }
 
 #: Fields any event may carry, whatever its kind.
-COMMON_FIELDS = ("exc_type", "exc_message", "exc_chain", "exc_kind", "repeated")
+COMMON_FIELDS = ("exc_type", "exc_message", "exc_chain", "exc_kind", "exc_kinds", "repeated")
 
 _SKIP_GROUPS = {"request_id", "body", "rest", "ns", "args_raw"}
 

@@ -156,6 +156,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "exc_type": ("str", "", "exception type of a traceback"),
     "exc_message": ("str", "", "exception message of a traceback"),
     "exc_kind": ("str", "", "event kind the exception message matches (e.g. cuda_oom)"),
+    "exc_kinds": ("str", "", "every event kind the exceptions of a chain match, first cause first (when more than one)"),
     "repeated": ("int", "", "Ray's `[repeated Nx across cluster]` count"),
     "percent": ("int", "%", "progress-bar percentage"),
     "seq": ("int", "", "NCCL work sequence number"),

@@ -496,15 +496,24 @@ class LineParser:
             fields["exc_message"] = emsg[:2000]
             if len(r.exc) > 1:
                 fields["exc_chain"] = [f"{t}: {m[:200]}" for t, m in r.exc[-6:]]
+            # the last matching exception types the record (exc_kind, its fields); a chain ("The above exception
+            # was the direct cause …") may hold the real cause earlier — every matched kind goes to exc_kinds
+            matched: list[str] = []
+            last = True
             for t, m in reversed(r.exc):
                 h3 = MESSAGES.match(m) or MESSAGES.match(f"{t}: {m}")
                 if h3 is not None:
-                    fields.setdefault("exc_kind", h3[0].kind)
-                    for k, v in h3[2].items():
-                        fields.setdefault(k, v)
-                    if kind in ("traceback", "log", "unparsed"):
-                        kind, pattern = h3[0].kind, h3[0].id
-                    break
+                    if h3[0].kind not in matched:
+                        matched.append(h3[0].kind)
+                    if last:
+                        last = False
+                        fields.setdefault("exc_kind", h3[0].kind)
+                        for k, v in h3[2].items():
+                            fields.setdefault(k, v)
+                        if kind in ("traceback", "log", "unparsed"):
+                            kind, pattern = h3[0].kind, h3[0].id
+            if len(matched) > 1:
+                fields["exc_kinds"] = matched[::-1]
         if kind in ("log", "unparsed", "traceback"):
             tmpl = template(msg) if kind != "traceback" else template(f"{fields.get('exc_type', '')}: {fields.get('exc_message', '')}")
             self.unknown_templates[f"{kind}\t{tmpl}"] += 1

@@ -27,11 +27,15 @@ UNEXPECTED = re.compile(r"unexpected", re.I)
 
 
 def kinds_of(e: Event) -> set[str]:
-    """The event's kind plus the kind its exception message matched (``exc_kind``)."""
+    """The event's kind plus the kinds its exception messages matched (``exc_kind``, and ``exc_kinds`` for
+    a chain whose earlier exception — the cause — matched too)."""
     k = {e.kind}
     x = e.fields.get("exc_kind")
     if x:
         k.add(x)
+    xs = e.fields.get("exc_kinds")
+    if xs:
+        k.update(xs)
     return k
 
 
@@ -138,7 +142,7 @@ class ServerView:
         return self.srv.index
 
     def of(self, *kinds: str, before: int | None = None, after: int | None = None) -> list[Event]:
-        """Events whose kind or exc_kind is one of ``kinds`` (optionally between two lines)."""
+        """Events whose kind, exc_kind or one of exc_kinds is one of ``kinds`` (optionally between two lines)."""
         ks = set(kinds)
         out = []
         for e in self.events:
@@ -146,7 +150,8 @@ class ServerView:
                 break
             if after is not None and e.line <= after:
                 continue
-            if e.kind in ks or e.fields.get("exc_kind") in ks:
+            if e.kind in ks or e.fields.get("exc_kind") in ks or (
+                    "exc_kinds" in e.fields and not ks.isdisjoint(e.fields["exc_kinds"])):
                 out.append(e)
         return out
 
