@@ -21,9 +21,6 @@ LABELS = sorted(HELDOUT.glob("[0-9][0-9]-*.json"))
 
 #: case stem → what the diagnosis gets wrong (strict xfail).
 XFAIL: dict[str, str] = {
-    "14-v11-ansi-top-p-400": "top is R603 request_too_long ('no reason logged', inferred): the --log-error-stack "
-    "traceback ending 'ValueError: top_p must be in (0, 1], got 2.5.' is parsed (kind traceback, exc_message) but "
-    "R602's bad_param_events only accepts bad_request_params/request_failed/request_exception kinds",
     "21-v1-burst-drains-healthy": "K202 warning: KV 85 % for 2 stats intervals (20 s) with no preemptions and the "
     "queue drained to 0 right after is reported as KV pressure",
 }

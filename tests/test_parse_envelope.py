@@ -56,3 +56,12 @@ def test_exception_chain_keeps_every_matched_kind() -> None:
     f = evs[0].fields
     assert f["exc_kind"] == "engine_dead"  # the last exception, as before
     assert f["exc_kinds"] == ["cuda_oom", "engine_dead"]  # the cause first
+
+
+def test_sampling_range_with_comma_is_typed() -> None:
+    evs = _parse(["ERROR 10-02 09:01:00 [serving_chat.py:222] ValueError: top_p must be in (0, 1], got 2.5."])
+    # the message after the exception type; the envelope message itself starts with "ValueError: "
+    evs2 = _parse(["INFO 10-02 09:01:00 [x.py:1] Traceback (most recent call last):", "INFO 10-02 09:01:00 [x.py:1] ValueError: top_p must be in (0, 1], got 2.5."])
+    e = evs2[0]
+    assert e.kind == "bad_request_params" and e.fields["param"] == "top_p" and e.fields["error"] == "in (0, 1]"
+    assert evs[0].kind == "bad_request_params"

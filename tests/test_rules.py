@@ -135,6 +135,7 @@ VARIANTS = {
     "v1_stuck_queue_running0.log": ("E402", "engine_hang"),
     "v0_zero_gpu_blocks.log": ("K201", "kv_cache_capacity_error"),
     "torch_rank_prefix_no_cache.log": ("K201", "kv_cache_capacity_error"),
+    "v1_error_stack_bad_param.log": ("R602", "bad_request_params"),
 }
 
 

@@ -14,6 +14,8 @@ from .registry import register
 
 _PARAM = re.compile(r"parameter=(\w+)|\b(temperature|top_p|top_k|min_p|max_tokens|logprobs|n|best_of|presence_penalty|"
                     r"frequency_penalty|repetition_penalty|seed|stop|response_format|tools?)\b must")
+#: events that may carry a rejected request's exception (its message names the parameter)
+_EXC_KINDS = ("traceback", "request_preprocess_error", "request_exception", "log")
 _MAX = re.compile(r"max allowed: (\d+)|more than (\d+) logprobs")
 
 
@@ -36,6 +38,9 @@ def bad_param_events(v: u.ServerView) -> list:
             continue
         if "bad_request_params" in k or (e.kind == "request_failed" and e.fields.get("reason") == "bad_request") \
                 or "RequestValidationError" in str(e.fields.get("exc_type") or "") or e.kind == "request_exception":
+            out.append(e)
+        elif e.kind in _EXC_KINDS and _PARAM.search(str(e.fields.get("exc_message") or e.fields.get("error") or "")):
+            # a traceback (--log-error-stack, a preprocessing error) whose exception names a bad parameter
             out.append(e)
     return out
 
