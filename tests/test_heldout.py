@@ -21,8 +21,6 @@ LABELS = sorted(HELDOUT.glob("[0-9][0-9]-*.json"))
 
 #: case stem → what the diagnosis gets wrong (strict xfail).
 XFAIL: dict[str, str] = {
-    "21-v1-burst-drains-healthy": "K202 warning: KV 85 % for 2 stats intervals (20 s) with no preemptions and the "
-    "queue drained to 0 right after is reported as KV pressure",
 }
 
 

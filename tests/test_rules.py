@@ -156,3 +156,13 @@ def test_variants(name) -> None:
     code, cat = VARIANTS[name]
     assert (fs[0].code, fs[0].category) == (code, cat), [(f.code, f.category, f.message) for f in fs]
     assert fs[0].severity >= Severity.WARNING
+
+
+@pytest.mark.parametrize("name,warns", [("v1_kv_burst_drains.log", False), ("v1_kv_high_queue_stays.log", True)])
+def test_kv_pressure_needs_sustained_pressure(name, warns) -> None:
+    """KV above the caution level for two intervals while the queue drains (no preemption) is a burst the
+    server absorbed: info. The same level while Waiting stays > 0 after it is pressure: warning."""
+    rule = get_rule("K202")
+    run = load(str(FIXTURES / "variants" / name), year=2026)
+    fs = list(rule.detect(run, load_config(None).options_for(rule)))
+    assert fs and (fs[0].severity >= Severity.WARNING) == warns, [(f.severity, f.message) for f in fs]

@@ -13,7 +13,8 @@ from .registry import register
 @register
 class KvCachePressure(Rule):
     """## What it detects
-    KV-cache usage at or above the caution threshold (80 %) for several stats intervals, and the
+    KV-cache usage at or above the caution threshold (80 %) for a sustained time (a minute, or while
+    the queue does not drain — a short burst that drains is reported as info), and the
     preemptions that come with it: V0's ``Sequence group … is preempted by PreemptionMode.RECOMPUTE``
     warnings, a ``Preemptions: N`` stats field, the handbook's per-step KV usage — and V1's *silent*
     preemption, which logs nothing: KV ~100 % while Running drops and Waiting grows, with prompt
@@ -28,7 +29,8 @@ class KvCachePressure(Rule):
 
     code, slug, category, severity = "K202", "kv-cache-pressure", "kv_cache_pressure_preemption", Severity.WARNING
     title = "KV cache near full: preemption / recompute"
-    options: dict[str, Any] = {"kv_caution": 0.80, "kv_critical": 0.95, "min_intervals": 2, "min_decode_seconds": 5}
+    options: dict[str, Any] = {"kv_caution": 0.80, "kv_critical": 0.95, "min_intervals": 2, "min_decode_seconds": 5,
+                               "min_sustained_s": 60}
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         caution, critical = float(options["kv_caution"]), float(options["kv_critical"])
@@ -36,6 +38,7 @@ class KvCachePressure(Rule):
             pre = [e for e in v.of("preemption") if not v.in_shutdown(e.line)]
             alloc = [e for e in v.of("block_allocation_failed") if not v.in_shutdown(e.line)]
             episodes: list[tuple[list, bool]] = []
+            sustained_any = False
             arrivals = sorted(j.arrival_ts for j in run.journeys if j.file == v.file and j.arrival_ts is not None)
             for samples in v.by_engine().values():
                 for st in u.stretches(samples, lambda s: (s.kv_cache_usage or 0) >= caution or (s.preemptions or 0) > 0):
@@ -43,6 +46,8 @@ class KvCachePressure(Rule):
                     field_pre = any((s.preemptions or 0) > 0 or (s.swapped or 0) > 0 for s in st)
                     if len(st) >= int(options["min_intervals"]) or silent or field_pre or pre:
                         episodes.append((st, silent or field_pre))
+                        if self._sustained(st, samples, caution, float(options["min_sustained_s"])):
+                            sustained_any = True
             hb = [d for d in run.series.decode if d.file == v.file and d.kv_max >= caution]
             if not episodes and not pre and len(hb) < int(options["min_decode_seconds"]):
                 continue
@@ -97,6 +102,9 @@ class KvCachePressure(Rule):
                                and not alloc and not any(len(st) >= int(options["min_intervals"]) for st, _ in episodes
                                                          if all((s.kv_cache_usage or 0) >= caution for s in st))
                                and len(hb) < int(options["min_decode_seconds"]))
+            # a high cache alone is a warning only when the pressure lasts: a burst that fills the cache for a
+            # couple of intervals while the queue drains (no preemption) is how a well-sized server absorbs load
+            sustained = sustained_any or len(hb) >= int(options["min_decode_seconds"])
             floor_run = min(running) if running else None
             rem = []
             if floor_run and preempting:
@@ -114,7 +122,7 @@ class KvCachePressure(Rule):
                 "; ".join(parts) + ".",
                 severity=(Severity.ERROR if alloc and peak >= caution else
                           Severity.INFO if lone_preemption else
-                          self.severity if (peak >= caution or preempting) else Severity.INFO),
+                          self.severity if preempting or (peak >= caution and sustained) else Severity.INFO),
                 title=self.title if preempting else "KV cache near full",
                 evidence=u.dedupe(evid, limit=24), first_seen=first, last_seen=last,
                 count=max(len(pre), int(field_total), len(samples_all), 1), file=v.file,
@@ -130,6 +138,26 @@ class KvCachePressure(Rule):
                       "preemption_lines": len(pre), "cumulative_preemptions": cum, "silent_preemption": silent_any,
                       "kv_cache_tokens": kv_tokens, "min_running": floor_run},
             )
+
+    @staticmethod
+    def _sustained(st: list, samples: list, caution: float, min_s: float) -> bool:
+        """A high-KV stretch that is not a passing burst: above the caution level for ``min_s`` seconds or
+        more, or a queue that does not drain (Waiting still > 0 in the sample after the stretch, or the log ends
+        during it with requests waiting)."""
+        high = [s for s in st if (s.kv_cache_usage or 0) >= caution]
+        if not high:
+            return False
+        span = u.duration_s(high) + u.interval_s(samples)
+        if span >= min_s:
+            return True
+        try:
+            i = next(k for k, s in enumerate(samples) if s is st[-1])
+        except StopIteration:
+            return True
+        after = samples[i + 1] if i + 1 < len(samples) else None
+        if after is None:
+            return (st[-1].waiting or 0) > 0
+        return after.waiting is None or after.waiting > 0
 
     @staticmethod
     def _reprefill(st: list, arrivals: list, critical: float) -> bool:
