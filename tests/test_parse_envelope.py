@@ -65,3 +65,37 @@ def test_sampling_range_with_comma_is_typed() -> None:
     e = evs2[0]
     assert e.kind == "bad_request_params" and e.fields["param"] == "top_p" and e.fields["error"] == "in (0, 1]"
     assert evs[0].kind == "bad_request_params"
+
+
+def test_c10_stack_joins_its_error_line() -> None:
+    evs = _parse([
+        "[rank1]:[E0407 02:10:54.409533811 ProcessGroupNCCL.cpp:1515] [PG 3 Rank 1] Process group watchdog thread terminated with exception: boom",
+        "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609 (most recent call first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3b1d00e2a6 in /x/libtorch_cuda.so)",
+        "frame #1: c10d::ProcessGroupNCCL::watchdogHandler() + 0xd0 (0x7f3b1d02e2a6 in /x/libtorch_cuda.so)",
+        "",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        "  what():  [PG 3 Rank 1] Process group watchdog thread terminated with exception: boom",
+        "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609 (most recent call first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3b1d00e2a6 in /x/libtorch_cuda.so)",
+    ])
+    assert [(e.line, e.line_end, e.kind) for e in evs][:2] == [(1, 4, "nccl_error"), (5, 5, "blank")]
+    assert (evs[2].line, evs[2].line_end) == (6, 9)
+
+
+def test_v0_background_loop_callback_and_asgi_exception() -> None:
+    evs = _parse([
+        "Exception in callback functools.partial(<function _raise_exception_on_finish at 0x7f1c8a2e3d90>, error_callback=<bound method x>)",
+        "handle: <Handle functools.partial(<function _raise_exception_on_finish at 0x7f1c8a2e3d90>)>",
+        "Traceback (most recent call last):",
+        '  File "/x/async_llm_engine.py", line 38, in _raise_exception_on_finish',
+        "vllm.engine.async_llm_engine.AsyncEngineDeadError: Task finished unexpectedly.",
+        "ERROR:    Exception in ASGI application",
+        "Traceback (most recent call last):",
+        '  File "/x/api_server.py", line 1, in create_chat_completion',
+        "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already.",
+        'INFO:     10.0.0.1:1 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+    ])
+    assert [(e.line, e.line_end, e.kind) for e in evs] == [
+        (1, 5, "engine_dead"), (6, 9, "asgi_exception"), (10, 10, "http_access")]
+    assert evs[1].fields["exc_kind"] == "engine_dead" and evs[1].level == "ERROR"

@@ -223,6 +223,16 @@ PATTERNS = [
         source="v0",
     ),
     LinePattern(
+        id="v0.background_loop_callback",
+        kind="engine_dead",
+        prefix="Exception in callback ",
+        regex=r"^Exception in callback functools\.partial\(<function (?:_raise_exception_on_finish|_log_task_completion)\b",
+        examples=["Exception in callback functools.partial(<function _raise_exception_on_finish at 0x7f1c8a2e3d90>, error_callback=<bound method AsyncLLMEngine._error_callback of <vllm.engine.async_llm_engine.AsyncLLMEngine object at 0x7f1c6c4e1f30>>)",
+                  "Exception in callback functools.partial(<function _log_task_completion at 0x7f06d2dc0d30>, error_callback=<bound method AsyncLLMEngine._error_callback of <vllm.engine.async_llm_engine.AsyncLLMEngine object at 0x7f06b9cb1a50>>)"],
+        doc="V0 AsyncLLMEngine background loop died: asyncio reports the loop task's completion callback raising (`handle: <Handle …>` and a traceback follow).",
+        source="v0",
+    ),
+    LinePattern(
         id="v0.engine_dead_terminating",
         kind="engine_dead",
         prefix=None,

@@ -46,7 +46,7 @@ class _Rec:
         self.extra_msgs: list[str] = []
         self.fields: dict[str, Any] | None = None
         self.repeated = 0
-        self.raw_cont = 0  # which raw lines may continue this record: 1 warning source, 2 nanobind, 3 after "…:"
+        self.raw_cont = 0  # which raw lines may continue this record: 1 warning source, 2 nanobind, 3 after "…:", 4 C++ stack, 5 asyncio handle
 
 
 class LineParser:
@@ -262,6 +262,9 @@ class LineParser:
                     r.tb = True
                 elif msg[-1:] == ":":
                     r.raw_cont = 3
+                elif msg.startswith("Exception in callback "):
+                    r.raw_cont = 5  # asyncio: "handle: <Handle …>" then the traceback
+                    r.cont = True
                 self._cur = r
                 self._prev_cr = cr
                 continue
@@ -307,6 +310,8 @@ class LineParser:
                 r.msg = mu.group(2)
                 r.source = None
                 r.fields = {"_uvicorn": True}
+                if r.msg.startswith("Exception in ASGI application"):
+                    r.cont = True  # uvicorn prints the handler's traceback below, without a prefix
             else:
                 r.level = None
                 r.msg = s
@@ -322,6 +327,12 @@ class LineParser:
                             r.ts = ts
                             r.ts_inherited = False
                         r.level = _CPP_LEVEL.get(mc.group(1))
+                        r.raw_cont = 4  # a c10 error may be followed by its C++ stack
+                elif s.startswith("Exception in callback "):
+                    r.raw_cont = 5
+                    r.cont = True
+                elif s.startswith("terminate called after throwing"):
+                    r.raw_cont = 4  # "  what():  …", then the C++ stack
                 elif s.startswith("nanobind: "):
                     r.raw_cont = 2
                 elif "Warning: " in s and PYWARN.search(s):
@@ -378,6 +389,10 @@ class LineParser:
             return s[:2] == "  " and not s.startswith("  File ")
         if k == 2:
             return s.startswith((" - ", "nanobind: "))
+        if k == 4:  # c10's C++ stack below an error: "Exception raised from f at file:N (most recent call first):", frames
+            return s.startswith(("Exception raised from ", "frame #", "  what():  "))
+        if k == 5:  # asyncio's exception handler: "handle: <Handle …>" below "Exception in callback …"
+            return s.startswith("handle: <")
         # a message ending in ':' continued on raw lines (e.g. the default chat template)
         if not s.strip() or s.startswith(("Traceback", "Process ")) or UVICORN.match(s) or RAW.match(s) is not None:
             return False

@@ -16,6 +16,15 @@ for _p in [
         source="uvicorn",
     ),
     LinePattern(
+        id="uvicorn.asgi_exception",
+        kind="asgi_exception",
+        prefix="Exception in ASGI application",
+        regex=r"^Exception in ASGI application$",
+        examples=["Exception in ASGI application"],
+        doc="uvicorn: a request handler raised (HTTP 500); the traceback follows and types the cause (exc_kind).",
+        source="uvicorn",
+    ),
+    LinePattern(
         id="uvicorn.started",
         kind="server_process_started",
         prefix="Started server process",
