@@ -6,10 +6,12 @@ moment. Both call ``Pipeline.feed(batch)``; rules read the resulting ``Run``.
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .journeys import Journey, JourneyBuilder
 from .model import Event
@@ -367,6 +369,30 @@ def load(
     """Parse inputs and build the ``Run`` (journeys, series, server runs, notable events)."""
     st = ParseStats()
     pipe = Pipeline()
-    for batch in iter_batches(paths, year=year, stats=st, progress=progress):
-        pipe.feed(batch)
-    return pipe.finish(st)
+    with bulk_gc():
+        for batch in iter_batches(paths, year=year, stats=st, progress=progress):
+            pipe.feed(batch)
+        return pipe.finish(st)
+
+
+#: Generation-0 threshold while a file is parsed in bulk (Python's default is 700).
+BULK_GC_THRESHOLD = 50_000
+
+
+@contextmanager
+def bulk_gc() -> Iterator[None]:
+    """Fewer cyclic-GC passes while batches of events are parsed and folded.
+
+    A batch holds ~8k ``Event`` objects (plus their field dicts) until it is folded, so with the default
+    threshold (700) every event outlives a few young-generation passes and is promoted and traversed
+    again in older generations — 15–20 % of the CPU of ``load`` on a decode-heavy log, for nothing
+    (events form no cycles). A larger young-generation threshold lets them die young; cycles are still
+    collected. The previous thresholds are restored afterwards.
+    """
+    old = gc.get_threshold()
+    if old[0] and old[0] < BULK_GC_THRESHOLD:
+        gc.set_threshold(BULK_GC_THRESHOLD, max(old[1], 20), max(old[2], 100))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)

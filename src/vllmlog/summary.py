@@ -526,7 +526,7 @@ def summarize_paths(paths: Sequence[str] | str, *, year: int | None = None, slo:
     """Stream logs into a summary in bounded memory: journeys are folded in (and passed to
     ``journey_sink``) as they complete, never all kept."""
     from .reader import ParseStats, iter_batches
-    from .run import Pipeline
+    from .run import Pipeline, bulk_gc
 
     digest = Digest(slo, by)
 
@@ -537,9 +537,10 @@ def summarize_paths(paths: Sequence[str] | str, *, year: int | None = None, slo:
     sink = digest.add if journey_sink is None else both
     st = ParseStats()
     pipe = Pipeline(journey_sink=sink, keep_journeys=False)
-    for batch in iter_batches(paths, year=year, stats=st, progress=progress):
-        pipe.feed(batch)
-    run = pipe.finish(st)
+    with bulk_gc():
+        for batch in iter_batches(paths, year=year, stats=st, progress=progress):
+            pipe.feed(batch)
+        run = pipe.finish(st)
     return summarize(run, digest, top=top, by=by)
 
 
