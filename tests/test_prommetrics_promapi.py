@@ -147,3 +147,33 @@ def test_generated_rules_load_and_evaluate_in_real_prometheus(prometheus: str) -
         assert r["health"] == "ok" and not r.get("lastError"), (r["name"], r.get("lastError"))
     states = {r["name"]: r["state"] for r in rules}
     assert states["VllmTargetDown"] == "inactive" and states["VllmMetricsMissing"] == "inactive"
+
+
+def test_timeline_and_analyze_merge_prometheus_history(prometheus: str, capsys: pytest.CaptureFixture[str],
+                                                       tmp_path: Path) -> None:
+    """`--prometheus URL` puts the metric history of an incident beside its log events."""
+    from vllmlog.diagnose import diagnose
+    from vllmlog.prommetrics.merge import merge_prometheus
+    from vllmlog.run import load
+    from vllmlog.timeline import build_timeline
+
+    log = str(Path(__file__).parent / "data" / "corpus" / "vllm-cpu" / "00-cold-start-first-compile.log")
+    run = load(log, year=2026)
+    assert not [f for f in diagnose(run) if f.severity.label in ("critical", "error", "warning")]  # a healthy log
+    n = merge_prometheus(run, prometheus, since_s=60, step_s=1)
+    assert n >= 5
+    src = [s for s in run.series.stats if s.source_kind == "prometheus"]
+    assert src and src[-1].running == 8 and src[-1].file.startswith("prometheus:127.0.0.1:")
+    findings = diagnose(run)  # the frozen engine in the metric history (Running 8 at 0 tokens/s) is judged too
+    hang = [f for f in findings if f.category == "engine_hang" and f.file.startswith("prometheus:")]
+    assert hang and hang[0].evidence and hang[0].evidence[0].text.startswith("[stats]")
+    entries = build_timeline(run, findings)
+    assert any(e.file.startswith("prometheus:") and e.kind == "finding" for e in entries)
+    assert any(e.file == log for e in entries)  # log events and metric points in one story
+
+    rc = main(["timeline", log, "--year", "2026", "--prometheus", prometheus, "--since", "1m", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and any(str(e.get("file", "")).startswith("prometheus:") for e in doc["entries"])
+    rc = main(["analyze", log, "--year", "2026", "--prometheus", prometheus, "--since", "1m", "--json", "--no-html"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 1 and any(f["category"] == "engine_hang" for f in out["findings"])

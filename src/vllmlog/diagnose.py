@@ -168,7 +168,7 @@ def _resolve(findings: list[Finding]) -> None:
         return
     texts: dict[tuple[str, int], str] = {}
     for path in set(need) | set(probe_files):
-        if path == "-":
+        if path == "-" or path.startswith("prometheus:"):  # stdin, or metric history merged with --prometheus
             continue
         wanted = set(need.get(path, set()))
         lo, hi = probe_files.get(path, (0, -1))

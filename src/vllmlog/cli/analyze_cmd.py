@@ -14,7 +14,7 @@ from ..analyze import FAIL_ON_CHOICES, analyze, example_names, example_path, sho
 from ..errors import ConfigError
 from ..redact import Redactor
 from ._app import app
-from .common import OptInt, OptStr, YearOpt, progress_bar, stdout_console
+from .common import PrometheusOpt, SinceOpt, merge_prometheus_opt, OptInt, OptStr, YearOpt, progress_bar, stdout_console
 
 DEFAULT_REPORT = "vllmlog-report.html"
 
@@ -33,6 +33,8 @@ def analyze_cmd(
     example: OptStr = typer.Option(None, "--example", help="Analyze a bundled example log ('list' shows them)."),
     top: int = typer.Option(3, "--top", help="How many findings to print in full (the rest get one line each)."),
     year: OptInt = YearOpt,
+    prometheus: OptStr = PrometheusOpt,
+    since: OptStr = SinceOpt,
 ) -> None:
     """Is the service healthy, what went wrong, what to change — and an HTML report to share."""
     if fail_on not in FAIL_ON_CHOICES:
@@ -48,7 +50,15 @@ def analyze_cmd(
         raise ConfigError("no log given", hint="vllmlog analyze server.log (or --example list)")
     rd = Redactor(show_prompts=show_prompts, mask_ips=mask_ips)
     with progress_bar(paths) as prog:
-        result = analyze(paths, year=year, progress=prog)  # type: ignore[arg-type]
+        if prometheus:
+            from ..run import load
+
+            run = load(paths, year=year, progress=prog)
+            merge_prometheus_opt(run, prometheus, since)
+            result = analyze(paths, year=year, run=run)
+        else:
+            merge_prometheus_opt(None, None, since)  # --since alone is a usage error
+            result = analyze(paths, year=year, progress=prog)  # type: ignore[arg-type]
     report_path = None
     size = None
     if not no_html:

@@ -51,3 +51,24 @@ def progress_bar(paths: list[str], enabled: bool = True) -> Iterator[object]:
     ) as prog:
         task = prog.add_task("read", total=total)
         yield lambda n: prog.advance(task, n)
+
+PrometheusOpt = typer.Option(None, "--prometheus", help="Merge this Prometheus server's vLLM metric history "
+                             "(query_range) into the analysis, e.g. http://127.0.0.1:9090.")
+SinceOpt = typer.Option(None, "--since", help="With --prometheus: how far back (30m, 1h, 2d); default: "
+                        "the log's own time range ±5 min (log times taken as UTC).")
+
+
+def merge_prometheus_opt(run: object, url: str | None, since: str | None) -> int:
+    """Apply --prometheus/--since to a loaded run (shared by analyze and timeline)."""
+    if not url:
+        if since:
+            from ..errors import ConfigError
+
+            raise ConfigError("--since needs --prometheus URL")
+        return 0
+    from ..prommetrics.merge import merge_prometheus
+    from ..prommetrics.scrape import parse_duration
+
+    n = merge_prometheus(run, url, since_s=parse_duration(since) if since else None)
+    stderr.print(f"[dim]merged {n} Prometheus points from {url}[/]")
+    return n

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from ..errors import ConfigError
 from ._app import app
-from .common import JsonOpt, OptInt, OptStr, PathsArg, PathsT, YearOpt, progress_bar, stdout_console
+from .common import PrometheusOpt, SinceOpt, merge_prometheus_opt, JsonOpt, OptInt, OptStr, PathsArg, PathsT, YearOpt, progress_bar, stdout_console
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="TOML file with thresholds ([thresholds], [rules.CODE]).")
 _STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -201,6 +201,8 @@ def timeline_cmd(
     config: OptStr = ConfigOpt,
     year: OptInt = YearOpt,
     all_entries: bool = typer.Option(False, "--all", help="Also show info-level entries (lifecycle details, metric notes)."),
+    prometheus: OptStr = PrometheusOpt,
+    since: OptStr = SinceOpt,
 ) -> None:
     """The incident story: lifecycle, warnings/errors, metric turning points and findings, in order."""
     from ..diagnose import diagnose
@@ -210,6 +212,7 @@ def timeline_cmd(
     cfg = load_config(config)
     win = parse_window(window)
     run = _load(logs, year)
+    merge_prometheus_opt(run, prometheus, since)
     findings = diagnose(run, cfg)
     centre = around
     if finding:

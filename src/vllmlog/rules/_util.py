@@ -164,10 +164,11 @@ class ServerView:
         return self.graceful_line is not None and line >= self.graceful_line
 
     def by_engine(self) -> dict[Any, list[StatsSample]]:
-        """Stats samples grouped by engine index (engine_stats lines only, time order)."""
+        """Stats samples grouped by engine index (stats lines, or Prometheus history merged with
+        ``--prometheus``; time order)."""
         groups: dict[Any, list[StatsSample]] = {}
         for s in self.stats:
-            if s.source_kind != "engine_stats":
+            if s.source_kind != "engine_stats" and s.source_kind != "prometheus":
                 continue
             groups.setdefault((s.engine, s.process if s.engine is None else None), []).append(s)
         return groups
