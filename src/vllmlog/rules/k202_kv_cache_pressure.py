@@ -13,8 +13,8 @@ from .registry import register
 @register
 class KvCachePressure(Rule):
     """## What it detects
-    KV-cache usage at or above the caution threshold (80 %) for a sustained time (a minute, or while
-    the queue does not drain — a short burst that drains is reported as info), and the
+    KV-cache usage at or above the caution threshold (80 %) for a sustained time (a minute in all, or
+    while the queue does not drain — a short burst that drains is reported as info), and the
     preemptions that come with it: V0's ``Sequence group … is preempted by PreemptionMode.RECOMPUTE``
     warnings, a ``Preemptions: N`` stats field, the handbook's per-step KV usage — and V1's *silent*
     preemption, which logs nothing: KV ~100 % while Running drops and Waiting grows, with prompt
@@ -41,6 +41,13 @@ class KvCachePressure(Rule):
             sustained_any = False
             arrivals = sorted(j.arrival_ts for j in run.journeys if j.file == v.file and j.arrival_ts is not None)
             for samples in v.by_engine().values():
+                # recurring bursts add up: a minute above the caution level in all is sustained pressure
+                # (and a cache at the critical level more than once: there V1 preempts without logging it)
+                n_hi = sum(1 for s in samples if (s.kv_cache_usage or 0) >= caution)
+                n_crit = sum(1 for s in samples if (s.kv_cache_usage or 0) >= critical)
+                if n_hi >= int(options["min_intervals"]) and (
+                        n_hi * u.interval_s(samples) >= float(options["min_sustained_s"]) or n_crit >= int(options["min_intervals"])):
+                    sustained_any = True
                 for st in u.stretches(samples, lambda s: (s.kv_cache_usage or 0) >= caution or (s.preemptions or 0) > 0):
                     silent = self._silent(st, samples, critical) or self._reprefill(st, arrivals, critical)
                     field_pre = any((s.preemptions or 0) > 0 or (s.swapped or 0) > 0 for s in st)
@@ -104,7 +111,7 @@ class KvCachePressure(Rule):
                                and len(hb) < int(options["min_decode_seconds"]))
             # a high cache alone is a warning only when the pressure lasts: a burst that fills the cache for a
             # couple of intervals while the queue drains (no preemption) is how a well-sized server absorbs load
-            sustained = sustained_any or len(hb) >= int(options["min_decode_seconds"])
+            sustained = sustained_any or len(hb) >= float(options["min_sustained_s"])  # handbook: seconds above caution
             floor_run = min(running) if running else None
             rem = []
             if floor_run and preempting:
