@@ -16,6 +16,7 @@ _PARAM = re.compile(r"parameter=(\w+)|\b(temperature|top_p|top_k|min_p|max_token
                     r"frequency_penalty|repetition_penalty|seed|stop|response_format|tools?)\b must")
 #: events that may carry a rejected request's exception (its message names the parameter)
 _EXC_KINDS = ("traceback", "request_preprocess_error", "request_exception", "log")
+_SERVER_FAIL = frozenset({"engine_dead", "engine_fatal", "engine_core_died", "cuda_oom", "cuda_error", "worker_died"})
 _MAX = re.compile(r"max allowed: (\d+)|more than (\d+) logprobs")
 
 
@@ -36,6 +37,8 @@ def bad_param_events(v: u.ServerView) -> list:
         k = u.kinds_of(e)
         if u.is_length_rejection(e):
             continue
+        if e.kind == "request_exception" and not k.isdisjoint(_SERVER_FAIL):
+            continue  # --log-error-stack also prints the server's own failures (engine dead, OOM): not a 400
         if "bad_request_params" in k or (e.kind == "request_failed" and e.fields.get("reason") == "bad_request") \
                 or "RequestValidationError" in str(e.fields.get("exc_type") or "") or e.kind == "request_exception":
             out.append(e)
