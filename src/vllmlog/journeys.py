@@ -23,7 +23,6 @@ Status rules:
 
 from __future__ import annotations
 
-import copy
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -186,6 +185,21 @@ class Journey:
                 src["tpot_s"] = _worst("derived", src.get("decode_s"), src.get("output_tokens"))
 
 
+def _make_copier() -> Callable[[Journey], Journey]:
+    """A straight-line copy of a ``Journey`` (every slot; ``sources``/``aliases`` copied too):
+    ~10× cheaper than ``copy.copy`` on a slots dataclass, which goes through ``__reduce_ex__``."""
+    names = [n for n in Journey.__slots__ if n not in ("sources", "aliases")]  # type: ignore[attr-defined]
+    body = "\n".join(f"    c.{n} = j.{n}" for n in names)
+    src = (f"def copy_journey(j):\n    c = new(Journey)\n{body}\n"
+           "    c.sources = dict(j.sources)\n    c.aliases = list(j.aliases)\n    return c\n")
+    ns: dict[str, Any] = {"new": object.__new__, "Journey": Journey}
+    exec(compile(src, "<journey-copy>", "exec"), ns)  # noqa: S102 - generated from the class's own slots
+    return ns["copy_journey"]  # type: ignore[no-any-return]
+
+
+_copy_journey = _make_copier()
+
+
 class JourneyBuilder:
     """Builds journeys incrementally from events (bounded: ended journeys go to ``sink`` or ``done``).
 
@@ -238,9 +252,7 @@ class JourneyBuilder:
         """Kept journeys plus finalized copies of the lingering and open ones (open = unfinished so far)."""
         out = list(self.done)
         for j in list(self.closing.values()) + list(self.open.values()):
-            c = copy.copy(j)
-            c.sources = dict(j.sources)
-            c.aliases = list(j.aliases)
+            c = _copy_journey(j)
             c.finalize(False)
             out.append(c)
         return out
