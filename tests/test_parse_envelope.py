@@ -99,3 +99,18 @@ def test_v0_background_loop_callback_and_asgi_exception() -> None:
     assert [(e.line, e.line_end, e.kind) for e in evs] == [
         (1, 5, "engine_dead"), (6, 9, "asgi_exception"), (10, 10, "http_access")]
     assert evs[1].fields["exc_kind"] == "engine_dead" and evs[1].level == "ERROR"
+
+
+def test_torch_rank_prefix_on_a_chained_traceback() -> None:
+    evs = _parse([
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/x/a.py", line 1, in f',
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "[rank0]:",
+        "[rank0]: The above exception was the direct cause of the following exception:",
+        "[rank0]: ",
+        "[rank0]: Traceback (most recent call last):",
+        "[rank0]: RuntimeError: Engine core initialization failed. See root cause above.",
+    ])
+    assert len(evs) == 1 and evs[0].process == "rank0"
+    assert "cuda_oom" in evs[0].fields["exc_kinds"]

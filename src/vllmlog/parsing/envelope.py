@@ -15,7 +15,7 @@ K8S_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\
 PROC = re.compile(r"^\(([^()]*?\bpid=\d+[^()]*)\)\s?")
 # torch.distributed's per-rank stderr prefix on Python output: "[rank0]: Traceback …" (a colon and a space; the
 # C++ log lines "[rank0]:[E1110 …] …" have no space and keep their prefix, their patterns read it)
-TORCH_RANK = re.compile(r"^\[rank(\d+)\]: ")
+TORCH_RANK = re.compile(r"^\[rank(\d+)\]:(?: |$)")  # an empty line of the stream may have lost its space
 RAY_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 VLLM = re.compile(
     r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL|WARN|FATAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,]\d+)? \[?([^\]\s]+?:\d+)\] ?(.*)$",
