@@ -174,13 +174,14 @@ class Pipeline:
                     f = e.fields
                     nd += 1
                     last_ev = e
-                    if ts > end:
-                        end = ts
-                    elif ts < start:  # type: ignore[operator]
-                        start = ts
+                    if ts is not end:  # the parser reuses one datetime per second: mostly the same object
+                        if ts > end:
+                            end = ts
+                        elif ts < start:  # type: ignore[operator]
+                            start = ts
                     # journey (JourneyBuilder.add's fast path)
                     j = jopen.get(rid)
-                    if j is not None and j.arrival_ts is not None and ts >= j.arrival_ts:
+                    if j is not None and (a := j.arrival_ts) is not None and (a is ts or ts >= a):
                         j.decode_steps += 1
                         step = f.get("step")
                         if step is not None and step > j.max_step:
@@ -188,7 +189,7 @@ class Pipeline:
                         if j.first_token_ts is None:
                             j.first_token_ts = ts
                         lt = j.last_token_ts
-                        if lt is None or ts > lt:
+                        if lt is not ts and (lt is None or ts > lt):
                             j.last_token_ts = ts
                         le = e.line_end
                         if le > j.last_line:
