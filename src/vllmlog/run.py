@@ -170,8 +170,14 @@ class Pipeline:
             ts = e.ts
             if fast_ok and e.kind == "decode_step" and e.level == "INFO" and ts is not None and e.file == cur_file:
                 rid = e.request_id
+                f = e.fields
+                try:
+                    step = f["step"]
+                    bs = f["batch_size"] or 0
+                    kv = f["kv_cache_usage"] or 0.0
+                except KeyError:
+                    rid = None  # a decode line without the usual fields: the general path
                 if rid is not None:
-                    f = e.fields
                     nd += 1
                     last_ev = e
                     if ts is not end:  # the parser reuses one datetime per second: mostly the same object
@@ -183,7 +189,6 @@ class Pipeline:
                     j = jopen.get(rid)
                     if j is not None and (a := j.arrival_ts) is not None and (a is ts or ts >= a):
                         j.decode_steps += 1
-                        step = f.get("step")
                         if step is not None and step > j.max_step:
                             j.max_step = step
                         if j.first_token_ts is None:
@@ -212,11 +217,9 @@ class Pipeline:
                         sdec.append(d)
                         dts = ts
                     d.steps += 1  # type: ignore[union-attr]
-                    bs = f.get("batch_size") or 0
                     d.batch_size_sum += bs  # type: ignore[union-attr]
                     if bs > d.batch_size_max:  # type: ignore[union-attr]
                         d.batch_size_max = bs  # type: ignore[union-attr]
-                    kv = f.get("kv_cache_usage") or 0.0
                     d.kv_sum += kv  # type: ignore[union-attr]
                     if kv > d.kv_max:  # type: ignore[union-attr]
                         d.kv_max = kv  # type: ignore[union-attr]
