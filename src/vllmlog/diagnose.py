@@ -80,15 +80,17 @@ def _fold_consequences(found: list[tuple[Rule, Finding]], partial: set[str] | No
     """Mark findings explained by another finding of the same incident and lower their severity."""
     partial = partial or set()
     order = sorted(found, key=lambda rf: rf[1].sort_key())
+    # a finding may narrow or widen its rule's list (e.g. KV pressure without preemption)
+    cons_of = {id(f): f.data.get("consequence_of", r.consequence_of) for r, f in order}
     for rule, f in order:
-        # a finding may narrow or widen its rule's list (e.g. KV pressure without preemption)
-        cons = f.data.get("consequence_of", rule.consequence_of)
+        cons = cons_of[id(f)]
         if not cons:
             continue
         causes = [c for r, c in order if c is not f and c.category in cons and _same_incident(c, f, partial)
                   and c.caused_by is None and c.data.get("can_explain", True)
                   and int(c.severity) >= int(f.severity) - 1
-                  and (c.category in rule.consequence_any_time or _before(c, f))]
+                  and (c.category in rule.consequence_any_time or _before(c, f))
+                  and not (f.category in cons_of[id(c)] and _started_later(c, f))]
         if not causes:
             continue
         c = causes[0]
@@ -98,6 +100,12 @@ def _fold_consequences(found: list[tuple[Rule, Finding]], partial: set[str] | No
             c.severity = f.severity
         f.severity = min(f.severity, c.severity.lowered())
         f.message = f"{f.message.rstrip('.')} — likely a consequence of {c.code} ({c.category})."
+
+
+def _started_later(c: Finding, f: Finding) -> bool:
+    """``c`` started after ``f`` — of two findings that could each explain the other (an NCCL error and a
+    worker death), the one that started first is the cause, whatever the slack of ``_before``."""
+    return c.first_seen is not None and f.first_seen is not None and c.first_seen > f.first_seen
 
 
 def _before(cause: Finding, f: Finding) -> bool:

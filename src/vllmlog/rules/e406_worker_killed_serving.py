@@ -29,6 +29,9 @@ class WorkerKilledServing(Rule):
     code, slug, category, severity = "E406", "worker-killed-serving", "runtime_oom", Severity.CRITICAL
     title = "Worker killed while serving (out of host memory)"
     options: dict[str, Any] = {}
+    #: a worker that died of an NCCL error or a CUDA OOM logged elsewhere (its own worker log) was not
+    #: SIGKILLed by the host OOM killer
+    consequence_of = ("distributed_nccl", "runtime_oom")
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
