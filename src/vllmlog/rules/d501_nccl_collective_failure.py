@@ -61,7 +61,10 @@ class NcclCollectiveFailure(Rule):
                        f"{u.secs(u.num(f.get('ran_s')) or u.num(f.get('timeout_s')))}")
                 msg += "; the very first collective never completed (transport problem)" if first_coll else ""
             else:
-                msg = f"Distributed communication error: {u.msg_of(e)[:160]}"
+                # a worker's "WorkerProc hit an exception." says nothing: quote the exception it carries
+                exc = f.get("exc_message")
+                msg = "Distributed communication error: " + (
+                    f"{str(f.get('exc_type') or 'error').rsplit('.', 1)[-1]}: {exc}"[:160] if exc else u.msg_of(e)[:160])
             if died:
                 msg += f"; worker died (exit code {died[0].fields.get('exit_code')})"
             fin = self.finding(
