@@ -36,6 +36,27 @@ class Log(h1.Log):
         return self.log("DEBUG", src, msg, ev, name)
 
 
+class ColorLog(Log):
+    """0.31+ ``ColoredFormatter`` (FORCE_COLOR / VLLM_LOGGING_COLOR=1): cyan process prefix, coloured level
+    name, grey timestamp and ``[file:line]``."""
+
+    LEVEL = {"DEBUG": "\x1b[37m", "INFO": "\x1b[32m", "WARNING": "\x1b[33m", "ERROR": "\x1b[31m",
+             "CRITICAL": "\x1b[35m"}
+
+    def proc(self, name=None):
+        p = f"({name or 'APIServer'} pid={self.pid if name is None else self.pid + 40})"
+        return f"\x1b[0;36m{p}\x1b[0;0m "
+
+    def log(self, level, src, msg, ev=False, name=None):
+        stamp = self.t.strftime("%m-%d %H:%M:%S")
+        first = None
+        for part in msg.split("\n"):
+            n = self.raw(f"{self.proc(name)}{self.LEVEL[level]}{level}\x1b[0m \x1b[90m{stamp}\x1b[0m "
+                         f"\x1b[90m[{src}]\x1b[0m {part}", ev)
+            first = first or n
+        return first
+
+
 class JsonLog(Log):
     """0.32 ``--logging-config.formatter json``: one JSON object per record, year + ms in asctime."""
 
@@ -392,24 +413,25 @@ def c09(slug):
 
 
 def c10(slug):
-    """kubectl --timestamps + ANSI-coloured 0.11 prefixes: V1 KV cache too small for max_model_len at start-up."""
-    g = Log("2026-05-19 16:45:00", "v11", wrap="kubectl", pid=1, ansi=True, seed=112)
+    """kubectl --timestamps + 0.31 ColoredFormatter (every field coloured): V1 KV cache too small at start-up."""
+    g = ColorLog("2026-05-19 16:45:00", "v11", wrap="kubectl", pid=1, seed=112)
     eng = "EngineCore_DP0"
-    v1_startup(g, version="0.11.0", model="meta-llama/Llama-3.1-8B-Instruct", max_seqs=256, max_len=131072,
+    v1_startup(g, version="0.31.0", model="meta-llama/Llama-3.1-8B-Instruct", max_seqs=256, max_len=131072,
                kv_tokens=60_000, ready=False, engine=eng)
-    g.error("core.py:708", "EngineCore failed to start.", name=eng, ev=True)
-    g.error("core.py:708", "Traceback (most recent call last):\n"
-            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 699, in run_engine_core\n'
+    g.error("core.py:1012", "EngineCore failed to start.", name=eng, ev=True)
+    g.error("core.py:1012", "Traceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 1003, in run_engine_core\n'
             "    engine_core = EngineCoreProc(*args, **kwargs)\n"
-            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/core/kv_cache_utils.py", line 683, in check_enough_kv_cache_memory\n'
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/core/kv_cache_utils.py", line 902, in check_enough_kv_cache_memory\n'
             "    raise ValueError(", name=eng)
-    g.error("core.py:708", "ValueError: To serve at least one request with the models's max seq len (131072), (16.00 "
+    g.error("core.py:1012", "ValueError: To serve at least one request with the model's max seq len (131072), (16.00 "
             "GiB KV cache is needed, which is larger than the available KV cache memory (7.32 GiB). Based on the "
             "available memory, the estimated maximum model length is 59952. Try increasing `gpu_memory_utilization` "
-            "or decreasing `max_model_len` when initializing the engine.", name=eng, ev=True)
-    g.raw("(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core "
-          "proc(s): {'EngineCore_DP0': 1}")
-    g.write(slug, dict(category="kv_cache_capacity_error", vllm_generation="v1", version="0.11.0",
+            "or decreasing `max_model_len` when initializing the engine. See "
+            "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.", name=eng, ev=True)
+    g.raw("\x1b[0;36m(APIServer pid=1)\x1b[0;0m RuntimeError: Engine core initialization failed. See root cause "
+          "above. Failed core proc(s): {'EngineCore_DP0': 1}")
+    g.write(slug, dict(category="kv_cache_capacity_error", vllm_generation="v1", version="0.31.0",
                        root_cause="max_model_len=131072 needs 16 GiB of KV cache for one request but only 7.3 GiB is "
                                   "left after the weights on a 24 GB card.",
                        fix=["--max-model-len 59952 (or less), or raise --gpu-memory-utilization / use a bigger GPU"]))
@@ -482,7 +504,7 @@ CASES = [("01-v1-two-replicas-one-oom", c01), ("02-v11-apiserver-plus-worker-ncc
          ("03-v1-restart-after-oom", c03), ("04-v09-batched-tokens-backlog", c04),
          ("05-v14-free-memory-less-than-util", c05), ("06-v1-rpc-execute-model-timeout", c06),
          ("07-v21-ray-worker-died-nccl", c07), ("08-v18-engine-ready-timeout", c08),
-         ("09-v32-json-runtime-oom", c09), ("10-v11-kubectl-ansi-kv-too-small", c10),
+         ("09-v32-json-runtime-oom", c09), ("10-v31-kubectl-colour-kv-too-small", c10),
          ("11-v1-multi-hour-idle-healthy", c11), ("12-handbook-queue-drains-slow-ttft", c12)]
 
 if __name__ == "__main__":
