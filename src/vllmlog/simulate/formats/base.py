@@ -255,3 +255,40 @@ def id_pool(rng: random.Random, size: int = 8192) -> list[str]:
 def prompt_text(rng: random.Random, n_words: int) -> str:
     """Some plausible English prompt text."""
     return " ".join(rng.choice(WORDS) for _ in range(n_words)).capitalize() + "."
+
+
+SHARDS_LOADING = "\n".join([
+    "Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]",
+    "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:00<00:02,  1.21it/s]",
+    "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:01<00:01,  1.19it/s]",
+    "Loading safetensors checkpoint shards:  75% Completed | 3/4 [00:02<00:00,  1.44it/s]",
+    "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:03<00:00,  1.32it/s]",
+    "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:03<00:00,  1.30it/s]",
+    "",
+])
+"""tqdm progress of loading a 4-shard safetensors checkpoint (the same in every vLLM release)."""
+
+
+def uvicorn_startup(pid: int) -> str:
+    """uvicorn's start-up lines (no trailing newline)."""
+    return (f"INFO:     Started server process [{pid}]\nINFO:     Waiting for application startup.\n"
+            "INFO:     Application startup complete.")
+
+
+def uvicorn_shutdown(pid: int) -> str:
+    """uvicorn's shutdown lines (no trailing newline)."""
+    return ("INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
+            f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{pid}]")
+
+
+def illegal_memory_access(wrapped: bool) -> list[str]:
+    """The CUDA illegal-memory-access error lines; `wrapped`: re-raised by the V1 executor as `Worker failed`."""
+    return [
+        ("RuntimeError: Worker failed with error 'CUDA error: an illegal memory access was encountered" if wrapped
+         else "RuntimeError: CUDA error: an illegal memory access was encountered"),
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+        "might be incorrect.",
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+        "', please check the stack trace above for the root cause" if wrapped else "",
+    ]

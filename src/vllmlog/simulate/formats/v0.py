@@ -5,7 +5,9 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from .base import Clock, LogWriter, Sink, id_pool, prompt_text, record, token_ids
+from .base import (
+    Clock, LogWriter, Sink, id_pool, illegal_memory_access, prompt_text, record, token_ids, uvicorn_shutdown,
+)
 
 if TYPE_CHECKING:
     from ..config import Fault, SimConfig
@@ -431,14 +433,7 @@ class V0Writer(LogWriter):
             "    hidden_or_intermediate_states = model_executable(",
         ]
         if cause == "illegal_memory_access":
-            frames += [
-                "RuntimeError: CUDA error: an illegal memory access was encountered",
-                "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
-                "might be incorrect.",
-                "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
-                "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
-                "",
-            ]
+            frames += illegal_memory_access(wrapped=False)
         else:
             frames.append("torch.cuda.OutOfMemoryError: " + oom_message(1.96, self.cfg.engine.total_gpu_gib, 1431.88))
         return frames
@@ -473,8 +468,7 @@ class V0Writer(LogWriter):
                 self.sink.emit(t, self.access(r, 500, t))
         t2 = t + 1.2
         self.line(t2, "CRITICAL", "launcher.py:99", "AsyncLLMEngine has failed, terminating server process")
-        self.raw(t2, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
-                     f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]")
+        self.raw(t2, uvicorn_shutdown(self.api_pid))
         return t2
 
     def fail_requests(self, t: float, inflight: list[SimRequest]) -> None:
@@ -482,6 +476,5 @@ class V0Writer(LogWriter):
 
     def on_shutdown(self, t: float) -> float:
         """SIGTERM: uvicorn shutdown lines."""
-        self.raw(t, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
-                    f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]")
+        self.raw(t, uvicorn_shutdown(self.api_pid))
         return t

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import LogWriter, Sink, record
+from .base import SHARDS_LOADING, LogWriter, Sink, illegal_memory_access, record, uvicorn_shutdown, uvicorn_startup
 from .v0 import oom_message, watchdog_lines
 
 if TYPE_CHECKING:
@@ -70,6 +70,51 @@ class V1Writer(LogWriter):
     stats_interval = 10.0
     stats_tick = 10.0
     stats_periodic = True
+
+    # per-release wording and source locations used by the shared methods below
+    routes = ROUTES_032
+    routes_where = ("launcher.py:186", "launcher.py:195")
+    """(`Available routes are:`, each `Route:` line)."""
+    compile_where = ("backends.py:812", "backends.py:329")
+    """(Dynamo transform time, total compile time)."""
+    compile_done = "[backbone] torch.compile took 21.33 s in total"
+    sampling = SAMPLING_032
+    arrival_where = ("request_logger.py:65", "async_llm.py:578")
+    """(`Received request`, `Added request`)."""
+    abort_where = ("async_llm.py:922", "async_llm.py:783")
+    """(`Aborted request(s)`, `Request … aborted.`)."""
+    stats_where = "loggers.py:335"
+    hang_record = ("INFO", "shm_broadcast.py:871",
+                   "No available shared memory broadcast block found in 60 seconds. This typically happens when some "
+                   "processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache "
+                   "quantization).")
+    """(level, where, message) of the shm-broadcast warning printed every minute of a hang."""
+    executor_where = "multiproc_executor.py:315"
+    watchdog_exit = " (exit code: -6)"
+    """Exit-code note on the `Worker proc … died unexpectedly` line after the NCCL watchdog."""
+    fatal_where = "core.py:1512"
+    fatal_lines = (1496, 1555, 1606, 674)
+    """core.py line numbers of run_engine_core, run_busy_loop, _process_engine_step, step."""
+    fatal_step = (
+        "    model_output = future.result()",
+        "                   ^^^^^^^^^^^^^^^",
+        f'  File "{PY}/vllm/v1/executor/multiproc_executor.py", line 99, in result',
+        "    return super().result()",
+        "           ^^^^^^^^^^^^^^^^",
+    )
+    """Frames below the `step` frame of the fatal-error traceback."""
+    fatal_nccl = (
+        f'  File "{PY}/vllm/distributed/device_communicators/shm_broadcast.py", line 867, in acquire_read',
+        '    raise RuntimeError("cancelled")',
+        "RuntimeError: cancelled",
+    )
+    fatal_wrapped = True
+    """Whether a CUDA error reaches EngineCore re-raised by the executor (`Worker failed with error …`)."""
+    handler_where = ("async_llm.py:906", 849, 1235)
+    """(where, async_llm.py line of output_handler, core_client.py line of get_output_async)."""
+    failed_where = "async_llm.py:789"
+    stream_errors = True
+    """Whether a failed streaming request also logs the stream-generator traceback."""
 
     def __init__(self, cfg: SimConfig, sink: Sink) -> None:
         super().__init__(cfg, sink)
@@ -201,20 +246,16 @@ class V1Writer(LogWriter):
                       f"ETP rank {r}, EP rank N/A, EPLB rank N/A", r)
         self.line(t + 0.4, "worker", "INFO", "gpu_model_runner.py:4119", f"Starting to load model {e.model}...")
         t += 0.9
-        self.raw(t + 3.1, who="worker", text="\n".join([
-            "Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]",
-            "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:00<00:02,  1.21it/s]",
-            "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:01<00:01,  1.19it/s]",
-            "Loading safetensors checkpoint shards:  75% Completed | 3/4 [00:02<00:00,  1.44it/s]",
-            "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:03<00:00,  1.32it/s]",
-            "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:03<00:00,  1.30it/s]",
-            "",
-        ]))
+        return self.load_weights(t, "default_loader.py:501", "gpu_model_runner.py:4208",
+                                 f"Model loading took {round(e.weights_gib / self.tp, 2)} GiB memory and 4.581203 seconds")
+
+    def load_weights(self, t: float, loader_where: str, runner_where: str, loaded: str) -> float:
+        """Checkpoint-shard progress, `Loading weights took …`, then `loaded` on every rank; returns the time after."""
+        self.raw(t + 3.1, who="worker", text=SHARDS_LOADING)
         t += 3.2
-        self.line(t, "worker", "INFO", "default_loader.py:501", "Loading weights took 3.12 seconds")
+        self.line(t, "worker", "INFO", loader_where, "Loading weights took 3.12 seconds")
         for r in range(self.tp):
-            self.line(t + 0.4, "worker", "INFO", "gpu_model_runner.py:4208",
-                      f"Model loading took {round(e.weights_gib / self.tp, 2)} GiB memory and 4.581203 seconds", r)
+            self.line(t + 0.4, "worker", "INFO", runner_where, loaded, r)
         return t + 0.4
 
     def startup(self, t0: float) -> float:
@@ -241,19 +282,22 @@ class V1Writer(LogWriter):
                   "`--enable-log-requests` is set but the minimum log level is higher than DEBUG. Only limited "
                   "information will be logged to minimize overhead. To view more details, set `--log-level DEBUG`.")
         self.line(t, "api", "INFO", "entry.py:140", "Starting vLLM server on http://0.0.0.0:8000")
-        self.line(t, "api", "INFO", "launcher.py:186", "Available routes are:")
-        for path, methods in ROUTES_032:
-            self.line(t, "api", "INFO", "launcher.py:195", f"Route: {path}, Methods: {methods}")
-        self.raw(t, f"INFO:     Started server process [{self.api_pid}]\nINFO:     Waiting for application startup.\n"
-                    "INFO:     Application startup complete.", "api")
+        return self.serve(t)
+
+    def serve(self, t: float) -> float:
+        """The route list and uvicorn's start-up lines; returns the time the server is ready."""
+        self.line(t, "api", "INFO", self.routes_where[0], "Available routes are:")
+        for path, methods in self.routes:
+            self.line(t, "api", "INFO", self.routes_where[1], f"Route: {path}, Methods: {methods}")
+        self.raw(t, uvicorn_startup(self.api_pid), "api")
         return t + 0.3
 
     def compile_lines(self, t: float) -> float:
-        """torch.compile lines (0.18+ wording); returns the time after compilation."""
+        """torch.compile lines; returns the time after compilation."""
         t += 7.3
-        self.line(t, "worker", "INFO", "backends.py:812", "Dynamo bytecode transform time: 6.85 s")
+        self.line(t, "worker", "INFO", self.compile_where[0], "Dynamo bytecode transform time: 6.85 s")
         t += 14.5
-        self.line(t, "worker", "INFO", "backends.py:329", "[backbone] torch.compile took 21.33 s in total")
+        self.line(t, "worker", "INFO", self.compile_where[1], self.compile_done)
         return t
 
     def core_traceback_init(self) -> list[str]:
@@ -340,10 +384,14 @@ class V1Writer(LogWriter):
 
     def worker_gone(self, t: float) -> None:
         """0.26+: the executor notices its worker is gone while the engine core shuts down."""
-        self.line(t, "core", "ERROR", "multiproc_executor.py:315",
-                  "Worker proc VllmWorker-0 died unexpectedly (exit code: None), shutting down executor.")
+        self.worker_died(t, 0, " (exit code: None)")
         self.line(t, "core", "INFO", "multiproc_executor.py:479",
                   "[shutdown] Executor: waiting for worker exit count=1")
+
+    def worker_died(self, t: float, worker: int, exit_note: str = "") -> None:
+        """The executor's `Worker proc VllmWorker-N died unexpectedly` line."""
+        self.line(t, "core", "ERROR", self.executor_where,
+                  f"Worker proc VllmWorker-{worker} died unexpectedly{exit_note}, shutting down executor.")
 
     def no_blocks_message(self) -> str:
         """KV budget ≤ 0 (0.22+ wording: CPU-backend note and docs link)."""
@@ -384,12 +432,15 @@ class V1Writer(LogWriter):
     def on_arrival(self, t: float, req: SimRequest, waiting: int) -> None:
         """`Received request`, the streaming access line, `Added request <id>-<8hex>`."""
         self.n_seen += 1
-        self.line(t, "api", "INFO", "request_logger.py:65",
-                  f"Received request {req.rid}: params: {SAMPLING_032.format(max_tokens=req.max_tokens)}, "
-                  "lora_request: None.")
+        self.line(t, "api", "INFO", self.arrival_where[0], self.received(req))
         if req.stream:
             self.sink.emit(t, self.access(req, 200, t))
-        self.line(t, "api", "INFO", "async_llm.py:578", f"Added request {req.engine_rid}.")
+        self.line(t, "api", "INFO", self.arrival_where[1], f"Added request {req.engine_rid}.")
+
+    def received(self, req: SimRequest) -> str:
+        """The request logger's `Received request` message."""
+        return (f"Received request {req.rid}: params: {self.sampling.format(max_tokens=req.max_tokens)}, "
+                "lora_request: None.")
 
     def _delta(self, t: float, r: SimRequest) -> str:
         tok = self.rng.choice(TOKENS)
@@ -427,8 +478,8 @@ class V1Writer(LogWriter):
 
     def on_abort(self, t: float, req: SimRequest) -> None:
         """`Aborted request(s) <engine id>.` then `Request <id> aborted.`."""
-        self.line(t, "api", "INFO", "async_llm.py:922", f"Aborted request(s) {req.engine_rid}.")
-        self.line(t, "api", "INFO", "async_llm.py:783", f"Request {req.rid} aborted.")
+        self.line(t, "api", "INFO", self.abort_where[0], f"Aborted request(s) {req.engine_rid}.")
+        self.line(t, "api", "INFO", self.abort_where[1], f"Request {req.rid} aborted.")
 
     def stats_text(self, s: StatsSnapshot) -> str:
         """The stats message (0.31+: prefix-cache part once the cache saw queries)."""
@@ -447,72 +498,56 @@ class V1Writer(LogWriter):
         self.last_tps = (prompt, gen)
         if idle:
             return
-        self.line(t, "api", "INFO", "loggers.py:335", self.stats_text(s))
+        self.line(t, "api", "INFO", self.stats_where, self.stats_text(s))
 
     # ------------------------------------------------------------------ faults
     def on_hang_tick(self, t: float) -> None:
         """EngineCore cannot broadcast the next step to a stuck worker."""
-        self.line(t, "core", "INFO", "shm_broadcast.py:871",
-                  "No available shared memory broadcast block found in 60 seconds. This typically happens when some "
-                  "processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache "
-                  "quantization).")
+        level, where, msg = self.hang_record
+        self.line(t, "core", level, where, msg)
 
     def on_nccl_watchdog(self, t: float, fault: Fault) -> float:
         """NCCL watchdog on every rank (C++, unprefixed), then a worker dies with SIGABRT."""
         self.raw(t, watchdog_lines(self.clock, self.rng, t, fault, max(2, self.tp)))
         t2 = t + 0.6
-        self.line(t2, "core", "ERROR", "multiproc_executor.py:315",
-                  "Worker proc VllmWorker-1 died unexpectedly (exit code: -6), shutting down executor.")
+        self.worker_died(t2, 1, self.watchdog_exit)
         return t2
 
     def core_fatal(self, t: float, cause: str) -> None:
         """EngineCore's fatal-error record."""
         eng = f"{PY}/vllm/v1/engine/core.py"
+        run, busy, step_fn, step = self.fatal_lines
         frames = [
             "EngineCore encountered a fatal error.",
             "Traceback (most recent call last):",
-            f'  File "{eng}", line 1496, in run_engine_core',
+            f'  File "{eng}", line {run}, in run_engine_core',
             "    engine_core.run_busy_loop()",
-            f'  File "{eng}", line 1555, in run_busy_loop',
+            f'  File "{eng}", line {busy}, in run_busy_loop',
             "    self._process_engine_step()",
-            f'  File "{eng}", line 1606, in _process_engine_step',
+            f'  File "{eng}", line {step_fn}, in _process_engine_step',
             "    outputs, model_executed = self.step_fn()",
             "                              ^^^^^^^^^^^^^^",
-            f'  File "{eng}", line 674, in step',
-            "    model_output = future.result()",
-            "                   ^^^^^^^^^^^^^^^",
-            f'  File "{PY}/vllm/v1/executor/multiproc_executor.py", line 99, in result',
-            "    return super().result()",
-            "           ^^^^^^^^^^^^^^^^",
+            f'  File "{eng}", line {step}, in step',
+            *self.fatal_step,
         ]
         if cause == "nccl":
-            frames += [
-                f'  File "{PY}/vllm/distributed/device_communicators/shm_broadcast.py", line 867, in acquire_read',
-                '    raise RuntimeError("cancelled")',
-                "RuntimeError: cancelled",
-            ]
+            frames += self.fatal_nccl
         elif cause == "illegal_memory_access":
-            frames += [
-                "RuntimeError: Worker failed with error 'CUDA error: an illegal memory access was encountered",
-                "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
-                "might be incorrect.",
-                "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
-                "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
-                "', please check the stack trace above for the root cause",
-            ]
+            frames += illegal_memory_access(self.fatal_wrapped)
         else:
             frames += ["torch.OutOfMemoryError: " + oom_message(1.96, self.cfg.engine.total_gpu_gib, 1431.88)]
-        self.rec(t, "core", "ERROR", "core.py:1512", frames)
+        self.rec(t, "core", "ERROR", self.fatal_where, frames)
 
     def output_handler_failed(self, t: float) -> None:
         """API server notices the dead engine."""
-        self.rec(t, "api", "ERROR", "async_llm.py:906", [
+        where, handler, get_output = self.handler_where
+        self.rec(t, "api", "ERROR", where, [
             "AsyncLLM output_handler failed.",
             "Traceback (most recent call last):",
-            f'  File "{PY}/vllm/v1/engine/async_llm.py", line 849, in output_handler',
+            f'  File "{PY}/vllm/v1/engine/async_llm.py", line {handler}, in output_handler',
             "    outputs = await engine_core.get_output_async()",
             "              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-            f'  File "{PY}/vllm/v1/engine/core_client.py", line 1235, in get_output_async',
+            f'  File "{PY}/vllm/v1/engine/core_client.py", line {get_output}, in get_output_async',
             "    raise self._format_exception(outputs) from None",
             "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) "
             "for the root cause.",
@@ -563,20 +598,22 @@ class V1Writer(LogWriter):
                   "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup")
         self.output_handler_failed(t1)
         self.fail_requests(t1, inflight)
+        return self.server_exit(t1, inflight)
+
+    def server_exit(self, t: float, inflight: list[SimRequest]) -> float:
+        """500s for the non-streaming requests in flight, then uvicorn exits; returns the time of the last line."""
         for r in inflight:
             if not r.stream:
-                self.sink.emit(t1, self.access(r, 500, t1))
-        t2 = t1 + 0.3
-        self.raw(t2, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
-                     f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]",
-                 "api")
+                self.sink.emit(t, self.access(r, 500, t))
+        t2 = t + 0.3
+        self.raw(t2, uvicorn_shutdown(self.api_pid), "api")
         return t2
 
     def fail_requests(self, t: float, inflight: list[SimRequest]) -> None:
-        """`Request … failed (engine dead).` and, for streams, the stream-generator traceback."""
+        """`Request … failed (engine dead).` and (if `stream_errors`), for streams, the stream-generator traceback."""
         for r in inflight:
-            self.line(t, "api", "INFO", "async_llm.py:789", f"Request {r.rid} failed (engine dead).")
-            if r.stream:
+            self.line(t, "api", "INFO", self.failed_where, f"Request {r.rid} failed (engine dead).")
+            if r.stream and self.stream_errors:
                 self.stream_error(t, r)
 
     def on_shutdown(self, t: float) -> float:
@@ -601,7 +638,11 @@ class V1Writer(LogWriter):
             ("launcher.py:304", "[shutdown] API server: shutting down FastAPI HTTP server"),
         ]:
             self.line(t, "api", "INFO", where, msg)
-        self.raw(t, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
-                    f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]",
-                 "api")
+        self.raw(t, uvicorn_shutdown(self.api_pid), "api")
+        return t
+
+    def fastapi_shutdown(self, t: float, where: str) -> float:
+        """SIGTERM before 0.23 (no `[shutdown]` sequence): `Shutting down FastAPI HTTP server.` then uvicorn."""
+        self.line(t, "api", "INFO", where, "Shutting down FastAPI HTTP server.")
+        self.raw(t, uvicorn_shutdown(self.api_pid), "api")
         return t

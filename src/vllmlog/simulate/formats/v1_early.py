@@ -6,11 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .base import id_pool, prompt_text, token_ids
-from .v0 import oom_message, watchdog_lines
-from .v1 import BAR, PY, ROUTES_010, SAMPLING_010, V1Writer, _commas
+from .v1 import BAR, ROUTES_010, SAMPLING_010, V1Writer, _commas
 
 if TYPE_CHECKING:
-    from ..config import Fault
     from ..model import SimRequest
     from ..scheduler import StatsSnapshot
 
@@ -22,6 +20,26 @@ class V1EarlyWriter(V1Writer):
     version = "0.10.0"
     max_log_len = 100
     _ids: list[str] | None = None
+    routes = ROUTES_010
+    routes_where = ("launcher.py:29", "launcher.py:37")
+    compile_where = ("backends.py:530", "monitor.py:34")
+    compile_done = "torch.compile takes 21.33 s in total"  # 0.6.5–0.17 wording
+    arrival_where = ("logger.py:43", "async_llm.py:269")
+    stats_where = "loggers.py:122"  # 0.8.3–0.11.0
+    hang_record = ("WARNING", "shm_broadcast.py:466", "No available shared memory broadcast block found in 60 second.")
+    executor_where = "multiproc_executor.py:140"
+    watchdog_exit = ""  # 0.8.5–0.25 wording
+    fatal_where = "core.py:634"  # 0.10.0, in-process executor for TP=1
+    fatal_lines = (626, 653, 678, 268)
+    fatal_step = (
+        "    model_output = self.execute_model_with_error_logging(",
+        "                   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    )
+    fatal_nccl = ("RuntimeError: cancelled",)
+    fatal_wrapped = False
+    handler_where = ("async_llm.py:416", 375, 751)
+    failed_where = "async_llm.py:348"
+    stream_errors = False
 
     def proc(self, who: str, rank: int = 0) -> str:
         """Only TP workers carry a (bold cyan) prefix in 0.10.0."""
@@ -96,21 +114,8 @@ class V1EarlyWriter(V1Writer):
                       r)
         t += 1.6
         self.line(t, "worker", "INFO", "gpu_model_runner.py:1843", f"Starting to load model {e.model}...")
-        self.raw(t + 3.1, who="worker", text="\n".join([
-            "Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]",
-            "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:00<00:02,  1.21it/s]",
-            "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:01<00:01,  1.19it/s]",
-            "Loading safetensors checkpoint shards:  75% Completed | 3/4 [00:02<00:00,  1.44it/s]",
-            "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:03<00:00,  1.32it/s]",
-            "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:03<00:00,  1.30it/s]",
-            "",
-        ]))
-        t += 3.2
-        self.line(t, "worker", "INFO", "default_loader.py:262", "Loading weights took 3.12 seconds")
-        for r in range(self.tp):
-            self.line(t + 0.4, "worker", "INFO", "gpu_model_runner.py:1892",
-                      f"Model loading took {e.weights_gib / self.tp:.4f} GiB and 4.027188 seconds", r)
-        return t + 0.4
+        return self.load_weights(t, "default_loader.py:262", "gpu_model_runner.py:1892",
+                                 f"Model loading took {e.weights_gib / self.tp:.4f} GiB and 4.027188 seconds")
 
     def startup(self, t0: float) -> float:
         """0.10.0 start-up through `Application startup complete.`."""
@@ -131,12 +136,7 @@ class V1EarlyWriter(V1Writer):
         self.line(t, "api", "INFO", "loggers.py:137",
                   f"Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: {e.num_gpu_blocks}")
         self.line(t, "api", "INFO", "api_server.py:1818", "Starting vLLM API server 0 on http://0.0.0.0:8000")
-        self.line(t, "api", "INFO", "launcher.py:29", "Available routes are:")
-        for path, methods in ROUTES_010:
-            self.line(t, "api", "INFO", "launcher.py:37", f"Route: {path}, Methods: {methods}")
-        self.raw(t, f"INFO:     Started server process [{self.api_pid}]\nINFO:     Waiting for application startup.\n"
-                    "INFO:     Application startup complete.")
-        return t + 0.3
+        return self.serve(t)
 
     def no_blocks_message(self) -> str:
         """0.1–0.12 wording."""
@@ -158,126 +158,41 @@ class V1EarlyWriter(V1Writer):
                      "{'EngineCore_0': 1}")
         return lines
 
-    def on_arrival(self, t: float, req: SimRequest, waiting: int) -> None:
-        """0.10.0 request logger (prompt and ids, truncated by --max-log-len) and `Added request`."""
+    def received(self, req: SimRequest) -> str:
+        """0.10.0 request logger: prompt and ids, truncated by --max-log-len (`Added request` has the same id)."""
         words = prompt_text(self.rng, 24)
         if self._ids is None:
             self._ids = id_pool(self.rng)
         ids = token_ids(self.rng, min(req.prompt, self.max_log_len), self._ids)
-        self.n_seen += 1
-        self.line(t, "api", "INFO", "logger.py:43",
-                  f"Received request {req.rid}: prompt: {words[: self.max_log_len]!r}, params: "
-                  f"{SAMPLING_010.format(max_tokens=req.max_tokens)}, prompt_token_ids: {ids}, "
-                  "prompt_embeds shape: None, lora_request: None.")
-        if req.stream:
-            self.sink.emit(t, self.access(req, 200, t))
-        self.line(t, "api", "INFO", "async_llm.py:269", f"Added request {req.rid}.")
+        return (f"Received request {req.rid}: prompt: {words[: self.max_log_len]!r}, params: "
+                f"{SAMPLING_010.format(max_tokens=req.max_tokens)}, prompt_token_ids: {ids}, "
+                "prompt_embeds shape: None, lora_request: None.")
 
     def on_abort(self, t: float, req: SimRequest) -> None:
         """`Aborted request <id>.` (engine) and `Request <id> aborted.` (generate)."""
         self.line(t, "api", "INFO", "async_llm.py:414", f"Aborted request {req.rid}.")
         self.line(t, "api", "INFO", "async_llm.py:345", f"Request {req.rid} aborted.")
 
-    def on_stats(self, t: float, s: StatsSnapshot) -> None:
-        """0.8.3–0.11.0 wording at `loggers.py:122`."""
-        prompt, gen = round(s.prompt_tps, 1), round(s.gen_tps, 1)
-        idle = not (prompt or gen or self.last_tps[0] or self.last_tps[1])
-        self.last_tps = (prompt, gen)
-        if idle:
-            return
+    def stats_text(self, s: StatsSnapshot) -> str:
+        """0.8.3–0.11.0 wording."""
         hit = self.target_hit if self.n_seen else 0.0
-        self.line(t, "api", "INFO", "loggers.py:122",
-                  f"Engine 000: Avg prompt throughput: {s.prompt_tps:.1f} tokens/s, Avg generation throughput: "
-                  f"{s.gen_tps:.1f} tokens/s, Running: {s.running} reqs, Waiting: {s.waiting} reqs, GPU KV cache "
-                  f"usage: {100 * s.gpu_kv:.1f}%, Prefix cache hit rate: {hit:.1f}%")
-
-    def on_hang_tick(self, t: float) -> None:
-        """0.9–0.11.0 wording (WARNING, "second.")."""
-        self.line(t, "core", "WARNING", "shm_broadcast.py:466",
-                  "No available shared memory broadcast block found in 60 second.")
-
-    def on_nccl_watchdog(self, t: float, fault: Fault) -> float:
-        """Watchdog, then `Worker proc … died unexpectedly, shutting down executor.` (0.8.5–0.25 wording)."""
-        self.raw(t, watchdog_lines(self.clock, self.rng, t, fault, max(2, self.tp)))
-        t2 = t + 0.6
-        self.line(t2, "core", "ERROR", "multiproc_executor.py:140",
-                  "Worker proc VllmWorker-1 died unexpectedly, shutting down executor.")
-        return t2
-
-    def core_fatal(self, t: float, cause: str) -> None:
-        """0.10.0 fatal-error record (in-process executor for TP=1)."""
-        eng = f"{PY}/vllm/v1/engine/core.py"
-        frames = [
-            "EngineCore encountered a fatal error.",
-            "Traceback (most recent call last):",
-            f'  File "{eng}", line 626, in run_engine_core',
-            "    engine_core.run_busy_loop()",
-            f'  File "{eng}", line 653, in run_busy_loop',
-            "    self._process_engine_step()",
-            f'  File "{eng}", line 678, in _process_engine_step',
-            "    outputs, model_executed = self.step_fn()",
-            "                              ^^^^^^^^^^^^^^",
-            f'  File "{eng}", line 268, in step',
-            "    model_output = self.execute_model_with_error_logging(",
-            "                   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-        ]
-        if cause == "nccl":
-            frames += ["RuntimeError: cancelled"]
-        elif cause == "illegal_memory_access":
-            frames += [
-                "RuntimeError: CUDA error: an illegal memory access was encountered",
-                "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
-                "might be incorrect.",
-                "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
-                "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
-                "",
-            ]
-        else:
-            frames += ["torch.OutOfMemoryError: " + oom_message(1.96, self.cfg.engine.total_gpu_gib, 1431.88)]
-        self.rec(t, "core", "ERROR", "core.py:634", frames)
+        return (f"Engine 000: Avg prompt throughput: {s.prompt_tps:.1f} tokens/s, Avg generation throughput: "
+                f"{s.gen_tps:.1f} tokens/s, Running: {s.running} reqs, Waiting: {s.waiting} reqs, GPU KV cache "
+                f"usage: {100 * s.gpu_kv:.1f}%, Prefix cache hit rate: {hit:.1f}%")
 
     def on_engine_death(self, t: float, cause: str, inflight: list[SimRequest]) -> float:
         """0.10.0: fatal error, output handler failed, requests fail, uvicorn exits."""
         self.core_fatal(t, cause)
         t1 = t + 0.05
-        self.rec(t1, "api", "ERROR", "async_llm.py:416", [
-            "AsyncLLM output_handler failed.",
-            "Traceback (most recent call last):",
-            f'  File "{PY}/vllm/v1/engine/async_llm.py", line 375, in output_handler',
-            "    outputs = await engine_core.get_output_async()",
-            "              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-            f'  File "{PY}/vllm/v1/engine/core_client.py", line 751, in get_output_async',
-            "    raise self._format_exception(outputs) from None",
-            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) "
-            "for the root cause.",
-        ])
-        for r in inflight:
-            self.line(t1, "api", "INFO", "async_llm.py:348", f"Request {r.rid} failed (engine dead).")
-        for r in inflight:
-            if not r.stream:
-                self.sink.emit(t1, self.access(r, 500, t1))
-        t2 = t1 + 0.3
-        self.raw(t2, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
-                     f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]")
-        return t2
+        self.output_handler_failed(t1)
+        self.fail_requests(t1, inflight)
+        return self.server_exit(t1, inflight)
 
     def worker_gone(self, t: float) -> None:
         """0.8.5–0.25 wording; no [shutdown] lines before 0.23."""
         if self.tp > 1:
-            self.line(t, "core", "ERROR", "multiproc_executor.py:140",
-                      "Worker proc VllmWorker-0 died unexpectedly, shutting down executor.")
-
-    def compile_lines(self, t: float) -> float:
-        """0.6.5–0.17 wording."""
-        t += 7.3
-        self.line(t, "worker", "INFO", "backends.py:530", "Dynamo bytecode transform time: 6.85 s")
-        t += 14.5
-        self.line(t, "worker", "INFO", "monitor.py:34", "torch.compile takes 21.33 s in total")
-        return t
+            self.worker_died(t, 0)
 
     def on_shutdown(self, t: float) -> float:
         """0.6.2–0.22: `Shutting down FastAPI HTTP server.` then uvicorn."""
-        self.line(t, "api", "INFO", "launcher.py:80", "Shutting down FastAPI HTTP server.")
-        self.raw(t, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
-                    f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]")
-        return t
+        return self.fastapi_shutdown(t, "launcher.py:80")

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .v0 import oom_message, watchdog_lines
-from .v1 import PY, ROUTES_010, V1Writer
+from .v1 import ROUTES_010, V1Writer
 
 if TYPE_CHECKING:
-    from ..config import Fault
     from ..model import SimRequest
     from ..scheduler import StatsSnapshot
 
@@ -31,6 +29,24 @@ class V1MidWriter(V1Writer):
     version = "0.15.1"
     logo_where = "utils.py:325"
     args_where = "utils.py:233"
+    routes = ROUTES_010
+    routes_where = ("launcher.py:38", "launcher.py:46")
+    compile_where = ("backends.py:548", "monitor.py:34")
+    compile_done = "torch.compile takes 21.33 s in total"  # 0.6.5–0.17 wording
+    sampling = SAMPLING_015
+    arrival_where = ("logger.py:47", "async_llm.py:587")  # 0.11.2–0.22 request logger (no prompt at INFO)
+    abort_where = ("async_llm.py:959", "async_llm.py:811")
+    stats_where = "loggers.py:236"
+    hang_record = ("WARNING", "shm_broadcast.py:466", V1Writer.hang_record[2])  # 0.11.2–0.17: WARNING
+    executor_where = "multiproc_executor.py:230"
+    watchdog_exit = ""  # 0.8.5–0.25 wording
+    fatal_where = "core.py:710"  # 0.10.2–0.17
+    fatal_lines = (701, 728, 754, 284)
+    fatal_step = V1Writer.fatal_step[:2]
+    fatal_nccl = ("RuntimeError: cancelled",)
+    handler_where = ("async_llm.py:485", 441, 846)
+    failed_where = "async_llm.py:816"
+    stream_errors = False
 
     def _name(self, who: str, rank: int = 0) -> str:
         if who == "api":
@@ -52,14 +68,6 @@ class V1MidWriter(V1Writer):
         """uvicorn's access line, through the API server's stream wrapper."""
         return self.proc("api") + super().access(req, status, t)
 
-    def compile_lines(self, t: float) -> float:
-        """0.6.5–0.17 wording."""
-        t += 7.3
-        self.line(t, "worker", "INFO", "backends.py:548", "Dynamo bytecode transform time: 6.85 s")
-        t += 14.5
-        self.line(t, "worker", "INFO", "monitor.py:34", "torch.compile takes 21.33 s in total")
-        return t
-
     def startup(self, t0: float) -> float:
         """0.15 start-up through `Application startup complete.`."""
         e = self.cfg.engine
@@ -80,12 +88,7 @@ class V1MidWriter(V1Writer):
         t += 0.6
         self.line(t, "api", "INFO", "api_server.py:1661", "Supported tasks: ['generate']")
         self.line(t, "api", "INFO", "api_server.py:2014", "Starting vLLM API server 0 on http://0.0.0.0:8000")
-        self.line(t, "api", "INFO", "launcher.py:38", "Available routes are:")
-        for path, methods in ROUTES_010:
-            self.line(t, "api", "INFO", "launcher.py:46", f"Route: {path}, Methods: {methods}")
-        self.raw(t, f"INFO:     Started server process [{self.api_pid}]\nINFO:     Waiting for application startup.\n"
-                    "INFO:     Application startup complete.", "api")
-        return t + 0.3
+        return self.serve(t)
 
     def no_blocks_message(self) -> str:
         """0.13–0.21: docs link, no CPU-backend note yet."""
@@ -112,25 +115,9 @@ class V1MidWriter(V1Writer):
 
     def worker_gone(self, t: float) -> None:
         """0.8.5–0.25 wording."""
-        self.line(t, "core", "ERROR", "multiproc_executor.py:230",
-                  "Worker proc VllmWorker-0 died unexpectedly, shutting down executor.")
+        self.worker_died(t, 0)
 
     # ------------------------------------------------------------------ requests
-    def on_arrival(self, t: float, req: SimRequest, waiting: int) -> None:
-        """0.11.2–0.22 request logger (no prompt at INFO), streaming access line, `Added request <id>-<8hex>`."""
-        self.n_seen += 1
-        self.line(t, "api", "INFO", "logger.py:47",
-                  f"Received request {req.rid}: params: {SAMPLING_015.format(max_tokens=req.max_tokens)}, "
-                  "lora_request: None.")
-        if req.stream:
-            self.sink.emit(t, self.access(req, 200, t))
-        self.line(t, "api", "INFO", "async_llm.py:587", f"Added request {req.engine_rid}.")
-
-    def on_abort(self, t: float, req: SimRequest) -> None:
-        """`Aborted request(s) <engine id>.` then `Request <id> aborted.`."""
-        self.line(t, "api", "INFO", "async_llm.py:959", f"Aborted request(s) {req.engine_rid}.")
-        self.line(t, "api", "INFO", "async_llm.py:811", f"Request {req.rid} aborted.")
-
     def stats_text(self, s: StatsSnapshot) -> str:
         """0.11.2–0.19: `Preemptions: N` appears when the interval had preemptions."""
         pre = f"Preemptions: {s.preemptions}, " if s.preemptions else ""
@@ -140,94 +127,16 @@ class V1MidWriter(V1Writer):
             f"usage: {100 * s.gpu_kv:.1f}%, Prefix cache hit rate: {(self.target_hit if self.n_seen else 0.0):.1f}%"
         )
 
-    def on_stats(self, t: float, s: StatsSnapshot) -> None:
-        """Every 10 s; DEBUG (hidden) when idle."""
-        prompt, gen = round(s.prompt_tps, 1), round(s.gen_tps, 1)
-        idle = not (prompt or gen or self.last_tps[0] or self.last_tps[1])
-        self.last_tps = (prompt, gen)
-        if not idle:
-            self.line(t, "api", "INFO", "loggers.py:236", self.stats_text(s))
-
-    # ------------------------------------------------------------------ faults
-    def on_hang_tick(self, t: float) -> None:
-        """0.11.2–0.17 wording (WARNING)."""
-        self.line(t, "core", "WARNING", "shm_broadcast.py:466",
-                  "No available shared memory broadcast block found in 60 seconds. This typically happens when some "
-                  "processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache "
-                  "quantization).")
-
-    def on_nccl_watchdog(self, t: float, fault: Fault) -> float:
-        """Watchdog (C++), then the executor reports the dead worker."""
-        self.raw(t, watchdog_lines(self.clock, self.rng, t, fault, max(2, self.tp)))
-        t2 = t + 0.6
-        self.line(t2, "core", "ERROR", "multiproc_executor.py:230",
-                  "Worker proc VllmWorker-1 died unexpectedly, shutting down executor.")
-        return t2
-
-    def core_fatal(self, t: float, cause: str) -> None:
-        """0.10.2–0.17 fatal-error record at core.py:710."""
-        eng = f"{PY}/vllm/v1/engine/core.py"
-        frames = [
-            "EngineCore encountered a fatal error.",
-            "Traceback (most recent call last):",
-            f'  File "{eng}", line 701, in run_engine_core',
-            "    engine_core.run_busy_loop()",
-            f'  File "{eng}", line 728, in run_busy_loop',
-            "    self._process_engine_step()",
-            f'  File "{eng}", line 754, in _process_engine_step',
-            "    outputs, model_executed = self.step_fn()",
-            "                              ^^^^^^^^^^^^^^",
-            f'  File "{eng}", line 284, in step',
-            "    model_output = future.result()",
-            "                   ^^^^^^^^^^^^^^^",
-        ]
-        if cause == "nccl":
-            frames += ["RuntimeError: cancelled"]
-        elif cause == "illegal_memory_access":
-            frames += [
-                "RuntimeError: Worker failed with error 'CUDA error: an illegal memory access was encountered",
-                "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
-                "might be incorrect.",
-                "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
-                "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
-                "', please check the stack trace above for the root cause",
-            ]
-        else:
-            frames += ["torch.OutOfMemoryError: " + oom_message(1.96, self.cfg.engine.total_gpu_gib, 1431.88)]
-        self.rec(t, "core", "ERROR", "core.py:710", frames)
-
     def on_engine_death(self, t: float, cause: str, inflight: list[SimRequest]) -> float:
         """Fatal error, output handler fails, `Engine core proc … died unexpectedly`, requests fail, exit."""
         self.core_fatal(t, cause)
         t1 = t + 0.05
-        self.rec(t1, "api", "ERROR", "async_llm.py:485", [
-            "AsyncLLM output_handler failed.",
-            "Traceback (most recent call last):",
-            f'  File "{PY}/vllm/v1/engine/async_llm.py", line 441, in output_handler',
-            "    outputs = await engine_core.get_output_async()",
-            "              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-            f'  File "{PY}/vllm/v1/engine/core_client.py", line 846, in get_output_async',
-            "    raise self._format_exception(outputs) from None",
-            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) "
-            "for the root cause.",
-        ])
+        self.output_handler_failed(t1)
         self.line(t1, "api", "ERROR", "core_client.py:564",
                   "Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.")
-        for r in inflight:
-            self.line(t1, "api", "INFO", "async_llm.py:816", f"Request {r.rid} failed (engine dead).")
-        for r in inflight:
-            if not r.stream:
-                self.sink.emit(t1, self.access(r, 500, t1))
-        t2 = t1 + 0.3
-        self.raw(t2, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
-                     f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]",
-                 "api")
-        return t2
+        self.fail_requests(t1, inflight)
+        return self.server_exit(t1, inflight)
 
     def on_shutdown(self, t: float) -> float:
         """0.6.2–0.22: `Shutting down FastAPI HTTP server.` then uvicorn."""
-        self.line(t, "api", "INFO", "launcher.py:110", "Shutting down FastAPI HTTP server.")
-        self.raw(t, "INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
-                    f"INFO:     Application shutdown complete.\nINFO:     Finished server process [{self.api_pid}]",
-                 "api")
-        return t
+        return self.fastapi_shutdown(t, "launcher.py:110")
