@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Iterator, List, Optional
+from typing import BinaryIO, Iterator, List, Optional
 
 import typer
 from rich.console import Console
@@ -19,6 +19,22 @@ OptInt = Optional[int]
 OptStr = Optional[str]
 
 stderr = Console(stderr=True)
+
+
+def open_output(output: str | None) -> BinaryIO:
+    """Where a command writes bytes: the file `output` (`-o`), else standard output."""
+    return open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115
+
+
+def close_output(out: BinaryIO, output: str | None) -> None:
+    """Close the `-o` file, or flush standard output (a reader that went away is not an error)."""
+    if output:
+        out.close()
+    else:
+        try:
+            out.flush()
+        except BrokenPipeError:
+            pass
 
 
 def stdout_console(width: int | None = None) -> Console:

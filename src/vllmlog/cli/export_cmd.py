@@ -10,7 +10,7 @@ import typer
 
 from ..reader import parse
 from ._app import app
-from .common import OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt
+from .common import OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt, close_output, open_output
 
 
 class LogFormat(str, Enum):
@@ -37,7 +37,7 @@ def export_cmd(
     """
     from ..export.logs import loki_bodies, ndjson_records
 
-    out = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115
+    out = open_output(output)
     off = int(utc_offset * 3600)
     opt = orjson.OPT_APPEND_NEWLINE
     skipped: list[int] = []
@@ -57,12 +57,6 @@ def export_cmd(
     except BrokenPipeError:
         return
     finally:
-        if output:
-            out.close()
-        else:
-            try:
-                out.flush()
-            except BrokenPipeError:
-                pass
+        close_output(out, output)
     if skipped and skipped[0]:
         print(f"note: {skipped[0]} events before the first timestamped line were not exported (Loki needs a timestamp)", file=sys.stderr)

@@ -11,7 +11,9 @@ from rich.table import Table
 
 from ..reader import ParseStats, count, write_jsonl
 from ._app import app
-from .common import JsonOpt, OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt, progress_bar, stdout_console
+from .common import (
+    JsonOpt, OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt, close_output, open_output, progress_bar, stdout_console,
+)
 
 
 @app.command("parse")
@@ -27,7 +29,7 @@ def parse_cmd(
 ) -> None:
     """Parse vLLM logs into typed events: every line lands in exactly one event."""
     st = ParseStats()
-    out = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115
+    out = open_output(output)
     try:
         with progress_bar(logs) as prog:
             if stats and not jsonl:
@@ -38,13 +40,7 @@ def parse_cmd(
     except BrokenPipeError:
         return
     finally:
-        if output:
-            out.close()
-        else:
-            try:
-                out.flush()
-            except BrokenPipeError:
-                pass
+        close_output(out, output)
     if stats:
         _print_stats(st, json_out, top, to_stderr=jsonl and not output)
 
