@@ -86,3 +86,13 @@ def test_replicas_do_not_explain_each_other() -> None:
     fs = diagnose(load([str(hang), str(aborts)], year=2026))
     ab = next(f for f in fs if f.file == str(aborts) and f.category == "client_abort")
     assert ab.caused_by is None and ab.severity == Severity.WARNING
+
+
+def test_worker_only_log_oom_while_api_server_serves_is_runtime() -> None:
+    """A V1 worker log (no API-server line, never 'ready' by itself) whose CUDA OOM has no stage in its
+    frames: the API server's log, given too, was serving at that time — a runtime OOM, not a start-up one."""
+    d = __import__("pathlib").Path(__file__).parent / "rules" / "variants" / "split-v1"
+    fs = diagnose(load([str(d / "api.log"), str(d / "worker.log")], year=2026))
+    assert fs[0].category == "runtime_oom"
+    assert not [f for f in fs if f.category == "startup_oom"], [(f.code, f.file) for f in fs]
+    assert any(f.code == "E405" and f.file.endswith("worker.log") for f in fs)

@@ -130,6 +130,9 @@ class ServerView:
     """First line that shows the server serving (ready line, or first stats line); None if it never did."""
     graceful_line: int | None = None
     """First line of a deliberate shutdown (SIGTERM, Ctrl-C); None when the run did not stop that way."""
+    peer_serving: list[tuple[datetime, datetime | None]] = field(default_factory=list)
+    """For a worker/engine-only log (no API-server line of its own, another input file is the API
+    server's log): when the servers of the other files were serving (ready time, end time)."""
 
     @property
     def file(self) -> str:
@@ -225,6 +228,12 @@ def servers(run: Run) -> list[ServerView]:
                 v.ready_line = v.stats[0].line - 1
             elif (v.file, v.index) in firsts:  # an excerpt that starts mid-serving: requests show it was up
                 v.ready_line = firsts[(v.file, v.index)] - 1
+    if len(by_file) > 1:
+        up = [(w.file, t, w.srv.end_ts) for w in views if w.ready_line is not None
+              for t in [w.srv.ready_ts or (w.stats[0].ts if w.stats else None)] if t is not None]
+        for v in views:
+            if v.ready_line is None and not any(e.kind in _API_KINDS for e in v.events):
+                v.peer_serving = [(t, end) for f, t, end in up if f != v.file]
     try:
         _CACHE.append((weakref.ref(run), size, views))
     except TypeError:  # not weak-referenceable: keep it for this pass only
@@ -471,11 +480,22 @@ def stage_of(e: Event) -> str | None:
 
 
 def while_serving(v: ServerView, e: Event) -> bool:
-    """Did this failure happen while serving? The traceback's frames win over the position in the log."""
+    """Did this failure happen while serving? The traceback's frames win over the position in the log;
+    in a worker-only log (never ready by itself) the API server's log, given too, tells by the time."""
     st = stage_of(e)
     if st is not None:
         return st == "serving"
+    if v.ready_line is None and v.peer_serving and e.ts is not None:
+        return any(t <= e.ts and (end is None or (e.ts - end).total_seconds() <= _PEER_SLACK_S)
+                   for t, end in v.peer_serving)
     return v.serving(e.line)
+
+
+#: Events only an API server's log has (a worker/engine-only log has none of them).
+_API_KINDS = frozenset({"server_version", "server_args", "server_starting", "server_process_started", "server_startup",
+                        "server_ready", "server_routes", "http_access"})
+#: A worker may log its failure a little after the API server's last line.
+_PEER_SLACK_S = 120.0
 
 
 def is_oom(e: Event) -> bool:
