@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .analyze import Analysis
+from .fmt import fmt_number, fmt_seconds
 from .redact import DEFAULT as DEFAULT_REDACTOR
 from .redact import Redactor
 
@@ -27,23 +28,8 @@ KEY_ARGS = ("max_num_seqs", "max_model_len", "gpu_memory_utilization", "max_num_
             "tensor_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "swap_space")
 
 
-def _s(v: Any) -> str:
-    if v is None:
-        return "–"
-    v = float(v)
-    if v >= 100:
-        return f"{v:,.0f}s"
-    if v >= 1:
-        return f"{v:.2f}s"
-    return f"{v * 1000:.0f}ms" if v >= 0.01 else f"{v * 1000:.1f}ms"
-
-
-def _n(v: Any, pct: bool = False) -> str:
-    if v is None:
-        return "–"
-    if pct:
-        return f"{float(v) * 100:.0f}%"
-    return f"{v:,.1f}" if isinstance(v, float) else f"{v:,}"
+_s = fmt_seconds  # 12.34s, 340ms
+_n = fmt_number  # 1,234 · 1,234.5 · 45% (pct)
 
 
 _PREFIX = re.compile(

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import orjson
 
 from ..analyze import Analysis, finding_view, server_view
+from ..fmt import fmt_number, fmt_seconds
 from ..parsing.templates import template as mask_template
 from ..redact import DEFAULT as DEFAULT_REDACTOR
 from ..redact import Redactor
@@ -346,24 +347,13 @@ def prose(text: str) -> str:
 
 
 def _fmt_s(v: Any) -> str:
-    if v is None:
-        return "–"
-    v = float(v)
-    if v >= 100:
-        return f"{v:,.0f} s"
-    if v >= 1:
-        return f"{v:.2f} s"
-    return f"{v * 1000:.0f} ms" if v >= 0.01 else f"{v * 1000:.1f} ms"
+    """12.34 s, 340 ms."""
+    return fmt_seconds(v, sep=" ")
 
 
 def _fmt_n(v: Any, pct: bool = False) -> str:
-    if v is None:
-        return "–"
-    if pct:
-        return f"{float(v) * 100:.1f} %"
-    if isinstance(v, float):
-        return f"{v:,.1f}"
-    return f"{v:,}"
+    """1,234 · 1,234.5 · 45.2 % (pct)."""
+    return fmt_number(v, pct, pct_digits=1, sep=" ")
 
 
 def _header(a: Analysis, rd: Redactor, title: str) -> str:
