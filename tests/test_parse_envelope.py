@@ -114,3 +114,15 @@ def test_torch_rank_prefix_on_a_chained_traceback() -> None:
     ])
     assert len(evs) == 1 and evs[0].process == "rank0"
     assert "cuda_oom" in evs[0].fields["exc_kinds"]
+
+
+def test_kubectl_prefix_and_timestamps_stripped() -> None:
+    """``kubectl logs --prefix --timestamps``: ``[pod/NAME/CONTAINER] `` then the RFC 3339 stamp, then vLLM's line."""
+    evs = _parse([
+        "[pod/vllm-7d9f-x2/vllm] 2026-04-18T09:00:00.137911123Z \x1b[0;36m(APIServer pid=1)\x1b[0;0m INFO:     "
+        "Application startup complete.",
+        "[pod/vllm-7d9f-x2/vllm] 2026-04-18T09:00:10.000000000Z (EngineCore_DP0 pid=41) ERROR 04-18 09:00:10 "
+        "[core.py:710] EngineCore encountered a fatal error.",
+    ])
+    assert [e.kind for e in evs] == ["server_ready", "engine_fatal"]
+    assert evs[1].process == "EngineCore_DP0 pid=41" and evs[1].source == "core.py:710"
