@@ -55,6 +55,14 @@ class Health:
     source_open: bool = True
 
 
+def _one(kind: type[CounterMetricFamily] | type[GaugeMetricFamily], name: str, doc: str, inst: str,
+         value: float) -> Metric:
+    """A counter or gauge family with one sample, labelled by instance only."""
+    fam = kind(name, doc, labels=["instance"])
+    fam.add_metric([inst], value)
+    return fam
+
+
 class LiveCollector(Collector):
     """Builds every ``vllmlog_*`` family from a ``LiveState`` (plus alert state and health)."""
 
@@ -103,12 +111,9 @@ class LiveCollector(Collector):
         for (level, kind), n in sorted(lines.items()):
             c.add_metric([inst, level, kind], n)
         yield c
-        c = CounterMetricFamily("vllmlog_unparsed_lines", "Lines no pattern recognised (kind=unparsed).", labels=["instance"])
-        c.add_metric([inst], unparsed)
-        yield c
-        c = CounterMetricFamily("vllmlog_events", "Log records (a multi-line traceback is one).", labels=["instance"])
-        c.add_metric([inst], events)
-        yield c
+        yield _one(CounterMetricFamily, "vllmlog_unparsed_lines",
+                   "Lines no pattern recognised (kind=unparsed).", inst, unparsed)
+        yield _one(CounterMetricFamily, "vllmlog_events", "Log records (a multi-line traceback is one).", inst, events)
         c = CounterMetricFamily("vllmlog_requests", "Finished request journeys by final status.",
                                 labels=["instance", "model", "status"])
         for (m, st), n in sorted(requests.items()):
@@ -128,14 +133,10 @@ class LiveCollector(Collector):
         for code, n in sorted(http.items()):
             c.add_metric([inst, model, str(code)], n)
         yield c
-        c = CounterMetricFamily("vllmlog_inflight_evicted", "In-flight requests dropped because the cap bit.",
-                                labels=["instance"])
-        c.add_metric([inst], evicted)
-        yield c
-        c = CounterMetricFamily("vllmlog_server_starts", "Server runs (starts and restarts) seen in the log.",
-                                labels=["instance"])
-        c.add_metric([inst], servers)
-        yield c
+        yield _one(CounterMetricFamily, "vllmlog_inflight_evicted",
+                   "In-flight requests dropped because the cap bit.", inst, evicted)
+        yield _one(CounterMetricFamily, "vllmlog_server_starts",
+                   "Server runs (starts and restarts) seen in the log.", inst, servers)
 
         g = GaugeMetricFamily("vllmlog_requests_in_flight", "Requests seen and not finished.", labels=["instance", "model"])
         g.add_metric([inst, model], inflight)
@@ -173,32 +174,21 @@ class LiveCollector(Collector):
             yield from self._alert_families(inst)
 
         h = self.health
-        g = GaugeMetricFamily("vllmlog_watch_lines_per_second", "Lines read per second (recent average).", labels=["instance"])
-        g.add_metric([inst], h.lines_per_second)
-        yield g
-        g = GaugeMetricFamily("vllmlog_watch_lag_bytes", "Bytes written to the file and not read yet.", labels=["instance"])
-        g.add_metric([inst], h.lag_bytes)
-        yield g
-        g = GaugeMetricFamily("vllmlog_watch_pending_lines", "Lines read whose record is not complete yet.", labels=["instance"])
-        g.add_metric([inst], pending)
-        yield g
-        g = GaugeMetricFamily("vllmlog_watch_last_line_time_seconds", "Wall-clock time the last line was read.", labels=["instance"])
-        g.add_metric([inst], h.last_line_time)
-        yield g
+        yield _one(GaugeMetricFamily, "vllmlog_watch_lines_per_second",
+                   "Lines read per second (recent average).", inst, h.lines_per_second)
+        yield _one(GaugeMetricFamily, "vllmlog_watch_lag_bytes",
+                   "Bytes written to the file and not read yet.", inst, h.lag_bytes)
+        yield _one(GaugeMetricFamily, "vllmlog_watch_pending_lines",
+                   "Lines read whose record is not complete yet.", inst, pending)
+        yield _one(GaugeMetricFamily, "vllmlog_watch_last_line_time_seconds",
+                   "Wall-clock time the last line was read.", inst, h.last_line_time)
         if last_log is not None:
-            g = GaugeMetricFamily("vllmlog_watch_last_log_timestamp_seconds", "Timestamp printed on the latest log line.",
-                                  labels=["instance"])
-            g.add_metric([inst], last_log.timestamp())
-            yield g
-        g = GaugeMetricFamily("vllmlog_watch_source_up", "1 while the followed file or stream is open.", labels=["instance"])
-        g.add_metric([inst], 1.0 if h.source_open else 0.0)
-        yield g
-        c = CounterMetricFamily("vllmlog_watch_lines_read", "Lines read from the input.", labels=["instance"])
-        c.add_metric([inst], h.lines_read)
-        yield c
-        c = CounterMetricFamily("vllmlog_watch_bytes_read", "Bytes read from the input.", labels=["instance"])
-        c.add_metric([inst], h.bytes_read)
-        yield c
+            yield _one(GaugeMetricFamily, "vllmlog_watch_last_log_timestamp_seconds",
+                       "Timestamp printed on the latest log line.", inst, last_log.timestamp())
+        yield _one(GaugeMetricFamily, "vllmlog_watch_source_up",
+                   "1 while the followed file or stream is open.", inst, 1.0 if h.source_open else 0.0)
+        yield _one(CounterMetricFamily, "vllmlog_watch_lines_read", "Lines read from the input.", inst, h.lines_read)
+        yield _one(CounterMetricFamily, "vllmlog_watch_bytes_read", "Bytes read from the input.", inst, h.bytes_read)
         c = CounterMetricFamily("vllmlog_watch_file_changes", "Rotations (new file) and truncations seen.",
                                 labels=["instance", "change"])
         c.add_metric([inst, "rotated"], h.rotations)
@@ -208,18 +198,13 @@ class LiveCollector(Collector):
         c.add_metric([inst, "truncated_line"], h.truncated_lines)
         c.add_metric([inst, "invalid_utf8"], h.invalid_utf8_lines)
         yield c
-        c = CounterMetricFamily("vllmlog_watch_diagnose_runs", "Diagnosis passes over the live state.", labels=["instance"])
-        c.add_metric([inst], h.diagnose_runs)
-        yield c
-        c = CounterMetricFamily("vllmlog_watch_diagnose_errors", "Diagnosis passes that raised.", labels=["instance"])
-        c.add_metric([inst], h.diagnose_errors)
-        yield c
-        g = GaugeMetricFamily("vllmlog_watch_diagnose_duration_seconds", "Duration of the last diagnosis pass.", labels=["instance"])
-        g.add_metric([inst], h.diagnose_seconds)
-        yield g
-        g = GaugeMetricFamily("vllmlog_watch_start_time_seconds", "When the watcher started.", labels=["instance"])
-        g.add_metric([inst], h.started)
-        yield g
+        yield _one(CounterMetricFamily, "vllmlog_watch_diagnose_runs",
+                   "Diagnosis passes over the live state.", inst, h.diagnose_runs)
+        yield _one(CounterMetricFamily, "vllmlog_watch_diagnose_errors",
+                   "Diagnosis passes that raised.", inst, h.diagnose_errors)
+        yield _one(GaugeMetricFamily, "vllmlog_watch_diagnose_duration_seconds",
+                   "Duration of the last diagnosis pass.", inst, h.diagnose_seconds)
+        yield _one(GaugeMetricFamily, "vllmlog_watch_start_time_seconds", "When the watcher started.", inst, h.started)
         if self.notifier_stats is not None:
             c = CounterMetricFamily("vllmlog_notifications", "Alert notifications by notifier and result.",
                                     labels=["instance", "notifier", "result"])
