@@ -65,3 +65,25 @@ def test_heldout2_lines_accounted(label: Path) -> None:
     paths = _inputs(label, d)
     run = load(paths, year=2026)
     assert run.parse_stats.lines_in_events == run.parse_stats.lines
+
+
+def _diag(stem: str):
+    d = json.loads((HELDOUT / f"{stem}.json").read_text())
+    return diagnose(load(_inputs(HELDOUT / f"{stem}.json", d), year=2026))
+
+
+def test_replica_finding_names_the_failing_replica() -> None:
+    fs = _diag("01-v1-two-replicas-one-oom")
+    assert fs[0].file.endswith("01-v1-two-replicas-one-oom.log")
+    assert not [f for f in fs if f.file.endswith("replica-a.log") and f.severity >= Severity.WARNING]
+
+
+def test_restart_reports_the_first_run() -> None:
+    fs = _diag("03-v1-restart-after-oom")
+    assert (fs[0].category, fs[0].server) == ("runtime_oom", 0)
+
+
+def test_rpc_timeouts_join_the_stall() -> None:
+    """The execute_model RPC timeouts logged while stats show the stall are one hang, citing them."""
+    fs = [f for f in _diag("06-v1-rpc-execute-model-timeout") if f.category == "engine_hang"]
+    assert len(fs) == 1 and any("RPC call to execute_model timed out" in e.text for e in fs[0].evidence)

@@ -60,8 +60,11 @@ class EngineHang(Rule):
                     g = (nxt.ts - st[-1].ts).total_seconds()
                     if g > max(float(options["gap_factor"]) * interval, interval + 20):
                         gap = g
+                # timeouts logged while the episode lasts (stuck stats go on around them) or soon after it starts
+                span = max(float(options["window_s"]), (st[-1].ts - st[0].ts).total_seconds() + interval
+                           if st[-1].ts and st[0].ts else 0.0)
                 near = [e for e in timeouts if e.ts and st[0].ts
-                        and -interval <= (e.ts - st[0].ts).total_seconds() <= float(options["window_s"]) + (gap or 0)]
+                        and -interval <= (e.ts - st[0].ts).total_seconds() <= span + (gap or 0)]
                 corroborated = len(st) >= 2 or gap is not None or bool(near)
                 if not corroborated:
                     continue
