@@ -48,6 +48,15 @@ ROUTES_010 = [
 ]
 
 
+WORKER_PROC_FAILED = (
+    "WorkerProc hit an exception.",
+    "Traceback (most recent call last):",
+    f'  File "{PY}/vllm/v1/executor/multiproc_executor.py", line 888, in worker_busy_loop',
+    "    output = func(*args, **kwargs)",
+    "             ^^^^^^^^^^^^^^^^^^^^^",
+)
+"""Head of a worker's `WorkerProc hit an exception.` record (0.32)."""
+
 TOKENS = tuple(
     " the| of| and| to| a| in| is| that| for| it| as| with| be| on| not| this| are| by| we| can| model| cache|"
     " request| token| server| latency| memory| batch| queue|.|,|\n| data| value| first| each| more| time| use|"
@@ -269,11 +278,7 @@ class V1Writer(LogWriter):
         self.line(t + 0.1, "core", "INFO", "kv_cache_utils.py:2327",
                   f"GPU KV cache size: {_commas(tokens)} tokens, Maximum concurrency for {_commas(e.max_model_len)} "
                   f"tokens per request: {tokens / e.max_model_len:.2f}x")
-        self.raw(t + 5.6, f"Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|{BAR}| 67/67 "
-                          "[00:05<00:00, 12.61it/s]", "core")
-        self.raw(t + 8.1, f"Capturing CUDA graphs (decode, FULL): 100%|{BAR}| 35/35 [00:02<00:00, 14.02it/s]", "core")
-        t += 8.2
-        self.line(t, "worker", "INFO", "gpu_model_runner.py:5037", "Graph capturing finished in 8 secs, took 0.61 GiB")
+        t = self.capture_graphs(t, "gpu_model_runner.py:5037")
         self.line(t + 0.1, "core", "INFO", "core.py:402",
                   "init engine (profile, create kv cache, warmup model) took 41.87 s (compilation: 21.33 s)")
         t += 0.6
@@ -291,6 +296,15 @@ class V1Writer(LogWriter):
             self.line(t, "api", "INFO", self.routes_where[1], f"Route: {path}, Methods: {methods}")
         self.raw(t, uvicorn_startup(self.api_pid), "api")
         return t + 0.3
+
+    def capture_graphs(self, t: float, runner_where: str) -> float:
+        """Two-pass CUDA-graph capture (piecewise mixed batches, full decode) and `Graph capturing finished`."""
+        self.raw(t + 5.6, f"Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|{BAR}| 67/67 "
+                          "[00:05<00:00, 12.61it/s]", "core")
+        self.raw(t + 8.1, f"Capturing CUDA graphs (decode, FULL): 100%|{BAR}| 35/35 [00:02<00:00, 14.02it/s]", "core")
+        t += 8.2
+        self.line(t, "worker", "INFO", runner_where, "Graph capturing finished in 8 secs, took 0.61 GiB")
+        return t
 
     def compile_lines(self, t: float) -> float:
         """torch.compile lines; returns the time after compilation."""
@@ -325,11 +339,7 @@ class V1Writer(LogWriter):
             oom = oom_message(3.91, e.total_gpu_gib, 2109.44)
             wf = f"{PY}/vllm/v1/worker"
             self.rec(t, "worker", "ERROR", "multiproc_executor.py:893", [
-                "WorkerProc hit an exception.",
-                "Traceback (most recent call last):",
-                f'  File "{PY}/vllm/v1/executor/multiproc_executor.py", line 888, in worker_busy_loop',
-                "    output = func(*args, **kwargs)",
-                "             ^^^^^^^^^^^^^^^^^^^^^",
+                *WORKER_PROC_FAILED,
                 f'  File "{wf}/gpu_worker.py", line 327, in determine_available_memory',
                 "    self.model_runner.profile_run()",
                 f'  File "{wf}/gpu_model_runner.py", line 5311, in profile_run',
@@ -582,11 +592,7 @@ class V1Writer(LogWriter):
         """Fatal error in EngineCore → output handler fails → requests fail (engine dead) → server exits."""
         if cause == "cuda_oom":
             self.rec(t, "worker", "ERROR", "multiproc_executor.py:893", [
-                "WorkerProc hit an exception.",
-                "Traceback (most recent call last):",
-                f'  File "{PY}/vllm/v1/executor/multiproc_executor.py", line 888, in worker_busy_loop',
-                "    output = func(*args, **kwargs)",
-                "             ^^^^^^^^^^^^^^^^^^^^^",
+                *WORKER_PROC_FAILED,
                 f'  File "{PY}/vllm/v1/worker/gpu_model_runner.py", line 3718, in execute_model',
                 "    model_output = self._model_forward(",
                 "                   ^^^^^^^^^^^^^^^^^^^^",

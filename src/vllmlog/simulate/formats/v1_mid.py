@@ -77,12 +77,7 @@ class V1MidWriter(V1Writer):
         self.line(t + 0.1, "core", "INFO", "kv_cache_utils.py:1291", f"GPU KV cache size: {tokens:,} tokens")
         self.line(t + 0.1, "core", "INFO", "kv_cache_utils.py:1296",
                   f"Maximum concurrency for {e.max_model_len:,} tokens per request: {tokens / e.max_model_len:.2f}x")
-        bar = "██████████"
-        self.raw(t + 5.6, f"Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|{bar}| 67/67 "
-                          "[00:05<00:00, 12.61it/s]", "core")
-        self.raw(t + 8.1, f"Capturing CUDA graphs (decode, FULL): 100%|{bar}| 35/35 [00:02<00:00, 14.02it/s]", "core")
-        t += 8.2
-        self.line(t, "worker", "INFO", "gpu_model_runner.py:4587", "Graph capturing finished in 8 secs, took 0.61 GiB")
+        t = self.capture_graphs(t, "gpu_model_runner.py:4587")
         self.line(t + 0.1, "core", "INFO", "core.py:259",
                   "init engine (profile, create kv cache, warmup model) took 41.87 seconds")
         t += 0.6
