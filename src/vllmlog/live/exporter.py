@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -55,11 +55,21 @@ class Health:
     source_open: bool = True
 
 
-def _one(kind: type[CounterMetricFamily] | type[GaugeMetricFamily], name: str, doc: str, inst: str,
-         value: float) -> Metric:
+_Kind = type[CounterMetricFamily] | type[GaugeMetricFamily]
+
+
+def _one(kind: _Kind, name: str, doc: str, inst: str, value: float) -> Metric:
     """A counter or gauge family with one sample, labelled by instance only."""
     fam = kind(name, doc, labels=["instance"])
     fam.add_metric([inst], value)
+    return fam
+
+
+def _family(kind: _Kind, name: str, doc: str, labels: list[str], samples: Iterable[tuple[list[str], float]]) -> Metric:
+    """A counter or gauge family with `labels` and one sample per (label values, value), in the given order."""
+    fam = kind(name, doc, labels=labels)
+    for values, v in samples:
+        fam.add_metric(values, v)
     return fam
 
 
@@ -106,33 +116,26 @@ class LiveCollector(Collector):
             pending = s.pending_lines
             servers = len(s.pipe.servers)
 
-        c = CounterMetricFamily("vllmlog_log_lines", "Log lines read, by level and event kind (every line exactly once).",
-                                labels=["instance", "level", "kind"])
-        for (level, kind), n in sorted(lines.items()):
-            c.add_metric([inst, level, kind], n)
-        yield c
+        yield _family(CounterMetricFamily, "vllmlog_log_lines",
+                      "Log lines read, by level and event kind (every line exactly once).",
+                      ["instance", "level", "kind"],
+                      (([inst, level, kind], n) for (level, kind), n in sorted(lines.items())))
         yield _one(CounterMetricFamily, "vllmlog_unparsed_lines",
                    "Lines no pattern recognised (kind=unparsed).", inst, unparsed)
         yield _one(CounterMetricFamily, "vllmlog_events", "Log records (a multi-line traceback is one).", inst, events)
-        c = CounterMetricFamily("vllmlog_requests", "Finished request journeys by final status.",
-                                labels=["instance", "model", "status"])
-        for (m, st), n in sorted(requests.items()):
-            c.add_metric([inst, m, st], n)
-        yield c
-        c = CounterMetricFamily("vllmlog_preemptions", "Preemptions seen in the log (stats lines, V0 warnings).",
-                                labels=["instance", "model"])
-        for m, n in sorted(preempt.items()):
-            c.add_metric([inst, m], n)
-        yield c
-        c = CounterMetricFamily("vllmlog_errors", "Error records by category.", labels=["instance", "model", "category"])
-        for (m, cat), n in sorted(errors.items()):
-            c.add_metric([inst, m, cat], n)
-        yield c
-        c = CounterMetricFamily("vllmlog_http_responses", "HTTP access-log lines by status code.",
-                                labels=["instance", "model", "code"])
-        for code, n in sorted(http.items()):
-            c.add_metric([inst, model, str(code)], n)
-        yield c
+        yield _family(CounterMetricFamily, "vllmlog_requests", "Finished request journeys by final status.",
+                      ["instance", "model", "status"],
+                      (([inst, m, st], n) for (m, st), n in sorted(requests.items())))
+        yield _family(CounterMetricFamily, "vllmlog_preemptions",
+                      "Preemptions seen in the log (stats lines, V0 warnings).",
+                      ["instance", "model"],
+                      (([inst, m], n) for m, n in sorted(preempt.items())))
+        yield _family(CounterMetricFamily, "vllmlog_errors", "Error records by category.",
+                      ["instance", "model", "category"],
+                      (([inst, m, cat], n) for (m, cat), n in sorted(errors.items())))
+        yield _family(CounterMetricFamily, "vllmlog_http_responses", "HTTP access-log lines by status code.",
+                      ["instance", "model", "code"],
+                      (([inst, model, str(code)], n) for code, n in sorted(http.items())))
         yield _one(CounterMetricFamily, "vllmlog_inflight_evicted",
                    "In-flight requests dropped because the cap bit.", inst, evicted)
         yield _one(CounterMetricFamily, "vllmlog_server_starts",
@@ -206,25 +209,20 @@ class LiveCollector(Collector):
                    "Duration of the last diagnosis pass.", inst, h.diagnose_seconds)
         yield _one(GaugeMetricFamily, "vllmlog_watch_start_time_seconds", "When the watcher started.", inst, h.started)
         if self.notifier_stats is not None:
-            c = CounterMetricFamily("vllmlog_notifications", "Alert notifications by notifier and result.",
-                                    labels=["instance", "notifier", "result"])
-            for (name, result), n in sorted(self.notifier_stats().items()):
-                c.add_metric([inst, name, result], n)
-            yield c
+            yield _family(CounterMetricFamily, "vllmlog_notifications", "Alert notifications by notifier and result.",
+                          ["instance", "notifier", "result"],
+                          (([inst, name, result], n) for (name, result), n in sorted(self.notifier_stats().items())))
 
     def _alert_families(self, inst: str) -> Iterator[Metric]:
         assert self.alerts is not None
         active, alerts = self.alerts.gauges()
-        g = GaugeMetricFamily("vllmlog_findings_active", "Findings the rules report now, by code and severity.",
-                              labels=["instance", "code", "severity"])
-        for (code, sev), n in sorted(active.items()):
-            g.add_metric([inst, code, sev], n)
-        yield g
-        g = GaugeMetricFamily("vllmlog_alerts", "Alerts by state (pending: waiting for its `for`; firing).",
-                              labels=["instance", "code", "severity", "state"])
-        for (code, sev, st), n in sorted(alerts.items()):
-            g.add_metric([inst, code, sev, st], n)
-        yield g
+        yield _family(GaugeMetricFamily, "vllmlog_findings_active",
+                      "Findings the rules report now, by code and severity.",
+                      ["instance", "code", "severity"],
+                      (([inst, code, sev], n) for (code, sev), n in sorted(active.items())))
+        yield _family(GaugeMetricFamily, "vllmlog_alerts", "Alerts by state (pending: waiting for its `for`; firing).",
+                      ["instance", "code", "severity", "state"],
+                      (([inst, code, sev, st], n) for (code, sev, st), n in sorted(alerts.items())))
 
 
 _HIST_DOC = {
