@@ -96,3 +96,13 @@ def test_worker_only_log_oom_while_api_server_serves_is_runtime() -> None:
     assert fs[0].category == "runtime_oom"
     assert not [f for f in fs if f.category == "startup_oom"], [(f.code, f.file) for f in fs]
     assert any(f.code == "E405" and f.file.endswith("worker.log") for f in fs)
+
+
+def test_destroy_process_group_warning_is_no_nccl_failure(tmp_path) -> None:
+    """A healthy log whose last line is torch's ``[W…] destroy_process_group() was not called`` warning."""
+    src = __import__("pathlib").Path(__file__).parent / "data" / "heldout2" / "11-v1-multi-hour-idle-healthy.log"
+    p = tmp_path / "healthy.log"
+    p.write_text(src.read_text() + "[rank0]:[W1130 12:01:02.615225908 ProcessGroupNCCL.cpp:1476] Warning: WARNING: "
+                 "destroy_process_group() was not called before program exit, which can leak resources.\n")
+    fs = diagnose(load(str(p), year=2026))
+    assert not [f.code for f in fs if f.severity >= Severity.WARNING], [(f.code, f.severity) for f in fs]

@@ -43,7 +43,10 @@ class NcclCollectiveFailure(Rule):
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
-            evs = [e for e in v.of("nccl_timeout", "nccl_error") if not v.in_shutdown(e.line)]
+            # a ProcessGroupNCCL *warning* ("destroy_process_group() was not called before program exit") or info
+            # line is no failure: only [E…] lines and watchdog timeouts count
+            evs = [e for e in v.of("nccl_timeout", "nccl_error") if not v.in_shutdown(e.line)
+                   and not (e.kind == "nccl_error" and e.fields.get("severity") in ("W", "I"))]
             evs += [e for e in v.events if not v.in_shutdown(e.line) and e.kind not in ("nccl_timeout", "nccl_error") and (
                 (e.kind in ("log", "traceback", "unparsed") and e.level in ("ERROR", None) and _DIST.search(e.text))
                 or _DIST_EXC.search(str(e.fields.get("exc_type") or "") + " " + str(e.fields.get("exc_message") or "")))]
