@@ -106,3 +106,13 @@ def test_destroy_process_group_warning_is_no_nccl_failure(tmp_path) -> None:
                  "destroy_process_group() was not called before program exit, which can leak resources.\n")
     fs = diagnose(load(str(p), year=2026))
     assert not [f.code for f in fs if f.severity >= Severity.WARNING], [(f.code, f.severity) for f in fs]
+
+
+def test_start_timeout_then_restart_that_serves(tmp_path) -> None:
+    """One file: the first start times out waiting for the engine core, the restart serves for hours. The
+    failed start is still reported (the file's two starts make one server run when the first never got ready)."""
+    d = __import__("pathlib").Path(__file__).parent / "data" / "heldout2"
+    p = tmp_path / "restart.log"
+    p.write_text((d / "08-v18-engine-ready-timeout.log").read_text() + (d / "11-v1-multi-hour-idle-healthy.log").read_text())
+    fs = diagnose(load(str(p), year=2026))
+    assert (fs[0].code, fs[0].category) == ("E404", "engine_hang") and fs[0].severity == Severity.CRITICAL

@@ -14,6 +14,8 @@ from .s102_startup_worker_killed import killed_workers
 #: Kinds another start-up rule explains (this rule is the fallback when none is present).
 EXPLAINED = ("cuda_oom", "kv_cache_insufficient", "kv_cache_no_memory", "insufficient_free_memory", "model_load_error",
              "config_error", "max_model_len_too_large", "port_in_use", "nccl_timeout", "nccl_error")
+#: failures that only a start-up raises (kept when a restart in the same file then served)
+_RESTARTED_FAIL = ("engine_start_failed", "engine_start_timeout")
 _FAIL = ("engine_start_failed", "process_crashed", "engine_start_timeout", "engine_fatal", "worker_exception",
          "worker_died", "engine_dead", "memory_profiling_error")
 
@@ -63,12 +65,20 @@ class EngineStartFailed(Rule):
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
-            if u.was_serving(v) or v.of(*EXPLAINED) or killed_workers(v, serving=False):
-                continue
-            fails = [e for e in v.of(*_FAIL) if not v.in_shutdown(e.line)]
-            # an unrecognised traceback that ends the start-up (nothing but shutdown after it)
-            fails += [e for e in v.of("traceback") if e.fields.get("exc_type") and e.line_end >= v.srv.last_line - 40
-                      and not v.in_shutdown(e.line) and e not in fails]
+            if u.was_serving(v):
+                # a start-up that failed outright, then a restart in the same file that served (one server run
+                # when the failed start never became ready): the unambiguous start-up failures before the restart
+                rst = [e.line for e in v.of("server_version", "server_args", before=v.ready_line)] if v.ready_line else []
+                fails = [e for e in v.of(*_RESTARTED_FAIL, before=rst[-1]) if not v.in_shutdown(e.line)] if rst else []
+                if not fails or v.of(*EXPLAINED, before=rst[-1]):
+                    continue
+            else:
+                if v.of(*EXPLAINED) or killed_workers(v, serving=False):
+                    continue
+                fails = [e for e in v.of(*_FAIL) if not v.in_shutdown(e.line)]
+                # an unrecognised traceback that ends the start-up (nothing but shutdown after it)
+                fails += [e for e in v.of("traceback") if e.fields.get("exc_type") and e.line_end >= v.srv.last_line - 40
+                          and not v.in_shutdown(e.line) and e not in fails]
             fails.sort(key=lambda e: e.line)
             if not fails:
                 continue
