@@ -126,3 +126,13 @@ def test_kubectl_prefix_and_timestamps_stripped() -> None:
     ])
     assert [e.kind for e in evs] == ["server_ready", "engine_fatal"]
     assert evs[1].process == "EngineCore_DP0 pid=41" and evs[1].source == "core.py:710"
+
+
+def test_journalctl_prefix_stripped() -> None:
+    """``journalctl -u vllm`` (short format): ``Mon DD HH:MM:SS host ident[pid]: `` before vLLM's own line."""
+    evs = _parse([
+        "Apr 18 09:00:00 gpu-node-3 vllm[2211]: INFO:     Application startup complete.",
+        "Apr 18 09:00:10 gpu-node-3 vllm[2211]: ERROR 04-18 09:00:10 [core.py:710] EngineCore encountered a fatal error.",
+    ])
+    assert [e.kind for e in evs] == ["server_ready", "engine_fatal"]
+    assert evs[1].source == "core.py:710"

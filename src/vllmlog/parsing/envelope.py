@@ -11,6 +11,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 DOCKER = re.compile(r"^[A-Za-z0-9][\w.-]{0,62}\s*\| ")
 # kubectl logs --prefix: "[pod/vllm-7d9f-x2/vllm] " (before the --timestamps stamp when both are given)
 K8S_PREFIX = re.compile(r"^\[pod/[^\s/\]]+/[^\s\]]+\] ")
+# journalctl (short format): "Apr 18 09:00:00 gpu-node-3 vllm[2211]: "
+JOURNAL = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./@:-]+(?:\[\d+\])?: ")
 # kubectl logs --timestamps / docker logs -t: RFC 3339 prefix
 K8S_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) ")
 # (APIServer pid=1), (VllmWorker rank=0 pid=7), (RayWorkerWrapper pid=9, ip=10.0.0.2)

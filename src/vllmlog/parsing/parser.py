@@ -16,7 +16,7 @@ import orjson
 
 from ..model import Event
 from . import engine, failures, handbook, raw, requests, runtime, startup, uvicorn  # noqa: F401  (register patterns)
-from .envelope import ANSI, DOCKER, EXC_LINE, K8S_PREFIX, K8S_TS, PROC, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM, is_tb_continuation
+from .envelope import ANSI, DOCKER, EXC_LINE, JOURNAL, K8S_PREFIX, K8S_TS, PROC, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM, is_tb_continuation
 from .registry import MESSAGES, RAW, LinePattern
 from .templates import template
 
@@ -196,6 +196,11 @@ class LineParser:
                 s = ANSI.sub("", s)
             wrap_ts = None
             c0 = s[:1]
+            if c0.isupper() and len(s) > 20 and s[3] == " " and s[9] == ":" and s[12] == ":":
+                m = JOURNAL.match(s)
+                if m:
+                    s = s[m.end():]
+                    c0 = s[:1]
             if c0 == "[" and s.startswith("[pod/"):
                 m = K8S_PREFIX.match(s)
                 if m:
