@@ -26,3 +26,19 @@ def test_rule_explains_metric_checks(capsys):
     out = capsys.readouterr().out
     assert "M101" in out and "What it detects" in out
     assert main(["rule", "M999"]) == 2
+
+
+def test_failed_start_then_restart_is_two_server_runs(tmp_path):
+    """A start that never gets ready, then a retry in the same file: two server runs, the failure kept."""
+    import vllmlog
+    from vllmlog.diagnose import diagnose
+
+    log = tmp_path / "restart.log"
+    log.write_bytes((CORPUS / "vllm-cpu/06b-startup-fail-kv-cache-too-small.log").read_bytes()
+                    + (CORPUS / "vllm-cpu/00-cold-start-first-compile.log").read_bytes())
+    run = vllmlog.load(str(log), year=2026)
+    assert len(run.servers) == 2
+    assert not run.servers[0].ready and run.servers[1].ready
+    assert 169 <= run.servers[1].first_line <= 176  # 06b has 168 lines; the retry starts with its banner/args
+    top = diagnose(run)[0]
+    assert top.category == "kv_cache_capacity_error" and top.evidence[0].line < 169

@@ -307,10 +307,14 @@ class Pipeline:
     def _lifecycle(self, srv: ServerRun, e: Event) -> ServerRun:
         k = e.kind
         f = e.fields
-        # a new banner/args/engine-config after the server was ready or shut down = a restart
-        if k in ("server_version", "server_args") and (srv.ready or srv.shutdown):
+        # a new banner/args/engine-config after the server was ready or shut down = a restart; so is a
+        # second banner or argument line in a run that never got ready (a failed start, then a retry)
+        seen = "_banner_seen" if k == "server_version" else "_args_seen"
+        if k in ("server_version", "server_args") and (srv.ready or srv.shutdown or srv.config.get(seen)):
             self._start_server(e)
             srv = self.servers[-1]
+        if k in ("server_version", "server_args"):
+            srv.config[seen] = True
         elif k == "engine_config" and srv.ready and srv.config.get("_engine_config_seen"):
             self._start_server(e)
             srv = self.servers[-1]
