@@ -266,8 +266,9 @@ class JourneyBuilder:
         self.alias.clear()
         self._last = None
 
-    def _emit(self, j: Journey) -> None:
-        j.finalize(self.clean_shutdown if j.server == self.server else False)
+    def _emit(self, j: Journey, clean: bool | None = None) -> None:
+        """Finalize a journey and hand it on (sink, kept list); ``clean`` overrides the shutdown verdict."""
+        j.finalize((self.clean_shutdown if j.server == self.server else False) if clean is None else clean)
         self.emitted += 1
         if self.sink is not None:
             self.sink(j)
@@ -295,12 +296,7 @@ class JourneyBuilder:
         self.open.pop(old.request_id)
         for a in old.aliases:
             self.alias.pop(a, None)
-        old.finalize(False)
-        self.emitted += 1
-        if self.sink is not None:
-            self.sink(old)
-        if self.keep:
-            self.done.append(old)
+        self._emit(old, clean=False)
 
     # -- events
     def _resolve(self, rid: str) -> str:

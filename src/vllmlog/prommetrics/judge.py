@@ -68,6 +68,16 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds")
 
 
+def _counter_growth(rep: TargetReport, role: str) -> tuple[str, Snapshot, Snapshot, float] | None:
+    """(name, first, last snapshot, increase) of a role's counter when it grew over the samples, else None."""
+    name = rep.names.get(role)
+    if not name or len(rep.snapshots) < 2:
+        return None
+    a, b = rep.snapshots[0], rep.snapshots[-1]
+    inc = counter_increase(a, b, name) or 0.0
+    return (name, a, b, inc) if inc > 0 else None
+
+
 def _evidence(snap: Snapshot, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     line, text = snap.line_of(name, labels)
     return {"file": snap.source, "line": line if snap.from_file else None, "text": text}
@@ -223,13 +233,10 @@ def preemptions(rep: TargetReport, th: dict[str, float]) -> Iterator[dict[str, A
     and adding latency.
     ## How to fix
     Give the KV cache more room (`--gpu-memory-utilization`, smaller `--max-num-seqs`/`--max-model-len`)."""
-    name = rep.names.get("preemptions")
-    if not name or len(rep.snapshots) < 2:
+    grown = _counter_growth(rep, "preemptions")
+    if grown is None:
         return
-    a, b = rep.snapshots[0], rep.snapshots[-1]
-    inc = counter_increase(a, b, name) or 0.0
-    if inc <= 0:
-        return
+    name, a, b, inc = grown
     rate = inc / max(b.time - a.time, 1e-9)
     kv_name = rep.names.get("kv_usage")
     kvs = [_gauge(s, kv_name, max) for s in rep.snapshots] if kv_name else []
@@ -393,13 +400,10 @@ def admission_rejections(rep: TargetReport, th: dict[str, float]) -> Iterator[di
     Requests are refused outright instead of queued.
     ## How to fix
     Add capacity or raise the queue limits."""
-    name = rep.names.get("admission_rejections")
-    if not name or len(rep.snapshots) < 2:
+    grown = _counter_growth(rep, "admission_rejections")
+    if grown is None:
         return
-    a, b = rep.snapshots[0], rep.snapshots[-1]
-    inc = counter_increase(a, b, name) or 0.0
-    if inc <= 0:
-        return
+    name, a, b, inc = grown
     yield _finding("M111", "Admission rejections", f"{inc:.0f} requests rejected at admission",
                    [_evidence(b, name)], "The waiting queue is at its configured limit.",
                    "Add replicas or raise --max-num-queued-reqs/--max-num-queued-tokens.", a.time, b.time,
