@@ -128,13 +128,37 @@ def iter_jsonl(
     for parser, ist, blocks in _parsers(paths, year, st, keep_text, BLOCK_BYTES):
         done_bytes = 0
         for first, lines in blocks:
-            chunk = parser.feed_jsonl(zip(range(first, first + len(lines)), lines))
+            chunk = parser.feed_lines_jsonl(first, lines)
             if chunk:
                 yield chunk
             if progress is not None and ist.bytes != done_bytes:
                 progress(ist.bytes - done_bytes)
                 done_bytes = ist.bytes
         yield parser.close_jsonl()
+        st.events += sum(parser.kinds.values())
+        st.lines_in_events += parser.covered
+
+
+def _iter_jsonb(
+    paths: Sequence[str] | str,
+    *,
+    year: int | None = None,
+    stats: ParseStats | None = None,
+    keep_text: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[bytes]:
+    """``iter_jsonl`` as UTF-8 bytes (for writers)."""
+    st = stats if stats is not None else ParseStats()
+    for parser, ist, blocks in _parsers(paths, year, st, keep_text, BLOCK_BYTES):
+        done_bytes = 0
+        for first, lines in blocks:
+            chunk = parser.feed_lines_jsonb(first, lines)
+            if chunk:
+                yield chunk
+            if progress is not None and ist.bytes != done_bytes:
+                progress(ist.bytes - done_bytes)
+                done_bytes = ist.bytes
+        yield parser.close_jsonl().encode()
         st.events += sum(parser.kinds.values())
         st.lines_in_events += parser.covered
 
@@ -188,8 +212,8 @@ def write_jsonl(
         if jobs > 1 and parallel.usable(path):
             _parallel(path, year, st, jobs, fd, keep_text, progress)
             continue
-        for chunk in iter_jsonl(path, year=year, stats=st, keep_text=keep_text, progress=progress):
-            data = memoryview(chunk.encode())
+        for chunk in _iter_jsonb(path, year=year, stats=st, keep_text=keep_text, progress=progress):
+            data = memoryview(chunk)
             while data:
                 data = data[os.write(fd, data):]
     return st
@@ -222,7 +246,7 @@ def count(
     for parser, ist, blocks in _parsers(paths, year, st, False, BLOCK_BYTES):
         done_bytes = 0
         for first, lines in blocks:
-            parser.feed_count(zip(range(first, first + len(lines)), lines))
+            parser.feed_lines_count(first, lines)
             if progress is not None and ist.bytes != done_bytes:
                 progress(ist.bytes - done_bytes)
                 done_bytes = ist.bytes

@@ -165,13 +165,12 @@ def _work(task: tuple[int, str, int, int, int, int, int, int, bool, int]) -> Chu
         p.end_hint(hint)
     if month:
         p._last_month = month  # the chunk starts mid-file: no mtime hint, rollover relative to its first month
-    it = zip(range(first, first + len(lines)), lines)
     if mode == 1:
-        out = p.feed_jsonl(it) + p.close_jsonl()
+        out = p.feed_lines_jsonb(first, lines) + p.close_jsonl().encode()
     else:
-        p.feed_count(it)
+        p.feed_lines_count(first, lines)
         p.close()
-        out = ""
+        out = b""
     del lines
     res.lines = p.lines
     res.covered = p.covered
@@ -179,7 +178,7 @@ def _work(task: tuple[int, str, int, int, int, int, int, int, bool, int]) -> Chu
     res.unknown_templates = p.unknown_templates
     res.template_lines = {k: v for k in p.unknown_templates if (v := p.template_example_line(k)) is not None}
     if mode == 1:
-        payload = out.encode()
+        payload = out
         del out
         turn, cond, fd = _W["turn"], _W["cond"], _W["fd"]
         with cond:

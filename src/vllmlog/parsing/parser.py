@@ -16,6 +16,7 @@ import orjson
 
 from ..model import Event
 from . import engine, failures, handbook, raw, requests, runtime, startup, uvicorn  # noqa: F401  (register patterns)
+from . import fast
 from .envelope import ANSI, DOCKER, EXC_LINE, JOURNAL, K8S_PREFIX, K8S_TS, PROC, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM, is_tb_continuation
 from .registry import MESSAGES, RAW, LinePattern
 from .templates import template
@@ -70,6 +71,9 @@ class LineParser:
         self._fts: datetime | None = None
         self._fiso = "null"
         self._mode = 0
+        self._fjson_b: bytes | None = None
+        self._ltj = b"null"
+        self._ltj_of: datetime | None = None
         self.covered = 0
         """Physical lines that ended up in a finished event (== ``lines`` after ``close``)."""
 
@@ -94,6 +98,76 @@ class LineParser:
     def feed_count(self, lines: Iterable[tuple[int, str]]) -> None:
         """Parse a batch only to count kinds and unknown templates (``--stats``)."""
         self._run(lines, None, 2)
+
+    def feed_lines_jsonl(self, first: int, lines: list[str]) -> str:
+        """``feed_jsonl`` for a list of consecutive lines numbered from ``first`` (the compiled fast path)."""
+        return self.feed_lines_jsonb(first, lines).decode()
+
+    def feed_lines_jsonb(self, first: int, lines: list[str]) -> bytes:
+        """``feed_lines_jsonl`` as UTF-8 bytes (what a writer wants: no decode/encode round trip)."""
+        out: list[Any] = []
+        self._block(first, lines, out, 1)
+        return b"".join(out)
+
+    def feed_lines_count(self, first: int, lines: list[str]) -> None:
+        """``feed_count`` for a list of consecutive lines numbered from ``first`` (the compiled fast path)."""
+        self._block(first, lines, None, 2)
+
+    def _block(self, first: int, lines: list[str], out: list[Any] | None, mode: int) -> None:
+        """Alternate between the compiled scanner (runs of lines it vouches for) and ``_run`` (the rest)."""
+        scan = fast.scan
+        if scan is None:
+            self._run_b(zip(range(first, first + len(lines)), lines), out, mode)
+            return
+        table, kinds_of = fast.TABLE, fast.KINDS
+        if self._fjson_b is None:
+            self._fjson_b = _jstr(self.file).encode()
+        n = len(lines)
+        i = 0
+        while i < n:
+            if self._prev_cr or self._end_hint:
+                nxt = i + 1
+            else:
+                lt = self.last_ts
+                if lt is not self._ltj_of:
+                    self._ltj = b"null" if lt is None else ('"' + lt.isoformat() + '"').encode()
+                    self._ltj_of = lt
+                chunk, j, nxt, counts, lts, _ = scan(
+                    table, lines, i, first, self.year, self._last_month, self._ltj, self._fjson_b, self.keep_text, mode)
+                if j > i:
+                    cur = self._cur
+                    if cur is not None:
+                        self._mode = mode
+                        ev = self._finish(cur)
+                        self._cur = None
+                        if out is not None:
+                            out.append(ev.encode())
+                    if out is not None:
+                        out.append(chunk)
+                    kinds = self.kinds
+                    for k, c in enumerate(counts):
+                        if c:
+                            kinds[kinds_of[k]] += c
+                    self.lines += j - i
+                    self.covered += j - i
+                    if lts is not None:
+                        self._ts(*[f"{v:02d}" for v in lts])
+                    i = j
+                    if i >= n:
+                        break
+            stop = min(max(nxt, i + 1), n)
+            self._run_b(zip(range(first + i, first + stop), lines[i:stop]), out, mode)
+            i = stop
+
+    def _run_b(self, lines: Iterable[tuple[int, str]], out: list[Any] | None, mode: int) -> None:
+        """``_run`` appending one UTF-8 chunk to ``out`` (modes 1 and 2 of ``_block``)."""
+        if out is None:
+            self._run(lines, None, mode)
+            return
+        tmp: list[Any] = []
+        self._run(lines, tmp, mode)
+        if tmp:
+            out.append("".join(tmp).encode())
 
     def close_jsonl(self) -> str:
         """``close`` for ``feed_jsonl``."""

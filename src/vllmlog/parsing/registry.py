@@ -41,6 +41,10 @@ class LinePattern:
     """Who prints it: handbook, v0, v1, uvicorn, torch, …"""
     dynamic_fields: bool = False
     """True when ``post`` adds one field per ``Label: value`` pair it finds (names not fixed in advance)."""
+    fast: str | None = None
+    """Optional template of the same message for the compiled fast path (see ``parsing/fast.py``)."""
+    fast_conv: dict[str, Callable[[str], Any]] | None = None
+    """Converters the fast path uses instead of the catalogue's (to mirror what ``post`` does)."""
     compiled: re.Pattern[str] = field(init=False, repr=False)
     _groups: list[tuple[int, str, Callable[[str], Any] | None]] = field(init=False, repr=False)
     _rid: int = field(init=False, repr=False)

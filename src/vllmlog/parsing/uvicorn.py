@@ -11,6 +11,7 @@ for _p in [
         prefix=None,
         contains=' - "',
         regex=r'^(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<http_status>\d{3})(?: (?P<_phrase>.*))?$',
+        fast='{client:tok} - "{method:upper} {path:tok} HTTP/{_version:num}" {http_status:d3}{_phrase:tail}',
         examples=['127.0.0.1:52814 - "POST /v1/chat/completions HTTP/1.1" 200 OK', '127.0.0.1:5555 - "GET /health HTTP/1.1" 200'],
         doc="HTTP access line (logged when the response starts; no request id, no latency).",
         source="uvicorn",

@@ -1,0 +1,634 @@
+/* vllmlog._speedups — the compiled fast path of the line parser (optional; pure Python is the fallback).
+ *
+ * scan() reads a run of physical lines that are each a complete, single-line record of a known shape
+ * ("fast templates" declared next to the regex patterns in the vllmlog.parsing modules, compiled by
+ * vllmlog/parsing/fast.py) and writes their JSON lines (the Event.to_dict() shape, byte for byte what the
+ * Python path writes) or only counts them. It stops at the first line it cannot vouch for; the Python state
+ * machine parses that one and hands the rest back. Numbers are never formatted here: every non-string field
+ * goes through a memo dict (raw text -> JSON text) whose __missing__ runs the Python converter and orjson, so
+ * the values are exactly the Python path's.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+#include <stdint.h>
+
+enum { P_LIT = 0, H_DIGITS, H_NUM, H_NUMC, H_NUMCD, H_ID, H_TOK, H_WORD, H_UPPER, H_SEC, H_D3, H_TAIL };
+enum { SRC_ENV = 0, SRC_UVICORN = 1 };
+enum { E_TMPL = 0, E_GUARD = 1 };
+
+typedef struct {
+    int type;
+    char *lit;        /* literal bytes (P_LIT) */
+    Py_ssize_t len;
+    char *key;        /* ',"name":' for an output field, NULL for a hole that is not output */
+    Py_ssize_t keylen;
+    int is_rid;
+    int is_str;       /* output as a JSON string (escaped raw text) */
+    PyObject *memo;   /* raw str -> JSON text (str); NULL for strings */
+    int native_int;   /* the converter is to_int over digits/commas: written here, no Python call */
+    char last_raw[32], last_json[64];  /* one-entry cache in front of the memo */
+    Py_ssize_t last_raw_n, last_json_n;
+} Part;
+
+typedef struct {
+    int etype;        /* E_TMPL or E_GUARD */
+    int src;          /* SRC_ENV / SRC_UVICORN */
+    int index;        /* template index (counts) */
+    char *kind_json;  /* ',"kind":"decode_step","request_id":' */
+    Py_ssize_t kind_json_len;
+    char *prefix;     /* leading literal (dispatch) */
+    Py_ssize_t prefix_len;
+    char *contains;   /* guard: literal the guarded regex needs (NULL: none) */
+    Py_ssize_t contains_len;
+    int check_next;   /* the next line must not continue this record */
+    int strict_decode;/* Decode line in the pure-Python fast path's exact form: no next-line check */
+    int nparts;
+    Part *parts;
+} Entry;
+
+typedef struct {
+    int n;
+    Entry *e;
+    int ntemplates;
+} Table;
+
+/* ------------------------------------------------------------------ output buffer */
+typedef struct { char *p; Py_ssize_t n, cap; } Buf;
+
+static int buf_reserve(Buf *b, Py_ssize_t more) {
+    if (b->n + more <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 1 << 16;
+    while (cap < b->n + more) cap *= 2;
+    char *np = (char *)PyMem_Realloc(b->p, cap);
+    if (!np) { PyErr_NoMemory(); return -1; }
+    b->p = np; b->cap = cap;
+    return 0;
+}
+static inline int buf_put(Buf *b, const char *s, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->p + b->n, s, n); b->n += n;
+    return 0;
+}
+static inline int buf_int(Buf *b, long long v) {
+    char tmp[24];
+    int k = 24;
+    unsigned long long u = v < 0 ? (unsigned long long)(-v) : (unsigned long long)v;
+    do { tmp[--k] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) tmp[--k] = '-';
+    return buf_put(b, tmp + k, 24 - k);
+}
+/* JSON string body: escape '"' and '\\' (the caller has rejected control characters) */
+static int buf_esc(Buf *b, const char *s, Py_ssize_t n) {
+    if (buf_reserve(b, 2 * n) < 0) return -1;
+    char *o = b->p + b->n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '"' || c == '\\') *o++ = '\\';
+        *o++ = c;
+    }
+    b->n = o - b->p;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ table */
+static void table_free(Table *t) {
+    if (!t) return;
+    for (int i = 0; i < t->n; i++) {
+        Entry *e = &t->e[i];
+        PyMem_Free(e->kind_json); PyMem_Free(e->prefix); PyMem_Free(e->contains);
+        for (int j = 0; j < e->nparts; j++) {
+            PyMem_Free(e->parts[j].lit); PyMem_Free(e->parts[j].key);
+            Py_XDECREF(e->parts[j].memo);
+        }
+        PyMem_Free(e->parts);
+    }
+    PyMem_Free(t->e);
+    PyMem_Free(t);
+}
+static void capsule_free(PyObject *cap) { table_free((Table *)PyCapsule_GetPointer(cap, "vllmlog.fasttable")); }
+
+static char *dup_bytes(PyObject *o, Py_ssize_t *len) {
+    char *s; Py_ssize_t n;
+    if (o == Py_None) { *len = 0; return NULL; }
+    if (PyBytes_AsStringAndSize(o, &s, &n) < 0) return NULL;
+    char *d = (char *)PyMem_Malloc(n + 1);
+    if (!d) { PyErr_NoMemory(); return NULL; }
+    memcpy(d, s, n); d[n] = 0; *len = n;
+    return d;
+}
+
+/* entries: list of
+ *   ("guard", prefix: bytes, contains: bytes|None)
+ *   ("tmpl", index, src, kind_json: bytes, check_next, strict_decode,
+ *            [(type, lit: bytes|None, key: bytes|None, is_rid, is_str, memo|None), ...])   prefix = first literal */
+static PyObject *compile_table(PyObject *self, PyObject *args) {
+    PyObject *lst;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &lst)) return NULL;
+    Table *t = (Table *)PyMem_Calloc(1, sizeof(Table));
+    if (!t) return PyErr_NoMemory();
+    t->n = (int)PyList_GET_SIZE(lst);
+    t->e = (Entry *)PyMem_Calloc(t->n ? t->n : 1, sizeof(Entry));
+    if (!t->e) { PyMem_Free(t); return PyErr_NoMemory(); }
+    for (int i = 0; i < t->n; i++) {
+        PyObject *it = PyList_GET_ITEM(lst, i);
+        Entry *e = &t->e[i];
+        const char *tag;
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) < 3) { PyErr_SetString(PyExc_TypeError, "bad entry"); goto fail; }
+        tag = PyUnicode_AsUTF8(PyTuple_GET_ITEM(it, 0));
+        if (!tag) goto fail;
+        if (strcmp(tag, "guard") == 0) {
+            e->etype = E_GUARD;
+            e->prefix = dup_bytes(PyTuple_GET_ITEM(it, 1), &e->prefix_len);
+            if (!e->prefix) goto fail;
+            if (PyTuple_GET_ITEM(it, 2) != Py_None) {
+                e->contains = dup_bytes(PyTuple_GET_ITEM(it, 2), &e->contains_len);
+                if (!e->contains) goto fail;
+            }
+            continue;
+        }
+        PyObject *parts;
+        PyObject *kj;
+        if (!PyArg_ParseTuple(it, "siiOiiO!", &tag, &e->index, &e->src, &kj, &e->check_next, &e->strict_decode,
+                              &PyList_Type, &parts))
+            goto fail;
+        e->etype = E_TMPL;
+        if (e->index + 1 > t->ntemplates) t->ntemplates = e->index + 1;
+        e->kind_json = dup_bytes(kj, &e->kind_json_len);
+        if (!e->kind_json) goto fail;
+        e->nparts = (int)PyList_GET_SIZE(parts);
+        e->parts = (Part *)PyMem_Calloc(e->nparts ? e->nparts : 1, sizeof(Part));
+        if (!e->parts) { PyErr_NoMemory(); goto fail; }
+        for (int j = 0; j < e->nparts; j++) {
+            PyObject *pt = PyList_GET_ITEM(parts, j), *lit, *key, *memo;
+            Part *p = &e->parts[j];
+            if (!PyArg_ParseTuple(pt, "iOOiiOi", &p->type, &lit, &key, &p->is_rid, &p->is_str, &memo, &p->native_int)) goto fail;
+            p->last_raw_n = -1;
+            if (lit != Py_None) { p->lit = dup_bytes(lit, &p->len); if (!p->lit) goto fail; }
+            if (key != Py_None) { p->key = dup_bytes(key, &p->keylen); if (!p->key) goto fail; }
+            if (memo != Py_None) { Py_INCREF(memo); p->memo = memo; }
+        }
+        if (e->nparts == 0 || e->parts[0].type != P_LIT) { PyErr_SetString(PyExc_ValueError, "a template starts with a literal"); goto fail; }
+        e->prefix = (char *)PyMem_Malloc(e->parts[0].len + 1);
+        if (!e->prefix) { PyErr_NoMemory(); goto fail; }
+        memcpy(e->prefix, e->parts[0].lit, e->parts[0].len);
+        e->prefix_len = e->parts[0].len;
+    }
+    return PyCapsule_New(t, "vllmlog.fasttable", capsule_free);
+fail:
+    table_free(t);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ matching */
+#define MAXH 16
+typedef struct { const char *s; Py_ssize_t n; } Span;
+
+static inline int isdig(char c) { return c >= '0' && c <= '9'; }
+
+/* [0-9]+(\.[0-9]+)? */
+static int kv_form(const char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n && isdig(s[i])) i++;
+    if (i == 0) return 0;
+    if (i == n) return 1;
+    if (s[i] != '.') return 0;
+    Py_ssize_t j = ++i;
+    while (i < n && isdig(s[i])) i++;
+    return i == n && i > j;
+}
+
+/* length of a whitespace character (Python's str.isspace) starting at s, 0 if none; ASCII controls are
+ * rejected before matching */
+static inline int uspace(const unsigned char *s, const unsigned char *end) {
+    if (*s == ' ') return 1;
+    if (*s < 0x80) return 0;
+    if (s[0] == 0xC2 && end - s >= 2 && (s[1] == 0x85 || s[1] == 0xA0)) return 2;
+    if (end - s >= 3) {
+        if (s[0] == 0xE1 && s[1] == 0x9A && s[2] == 0x80) return 3;
+        if (s[0] == 0xE2 && s[1] == 0x80 && ((s[2] >= 0x80 && s[2] <= 0x8A) || s[2] == 0xA8 || s[2] == 0xA9 || s[2] == 0xAF)) return 3;
+        if (s[0] == 0xE2 && s[1] == 0x81 && s[2] == 0x9F) return 3;
+        if (s[0] == 0xE3 && s[1] == 0x80 && s[2] == 0x80) return 3;
+    }
+    return 0;
+}
+
+static const char *find_lit(const char *s, const char *end, const char *lit, Py_ssize_t n) {
+    if (n == 0) return s;
+    while (end - s >= n) {
+        const char *q = (const char *)memchr(s, lit[0], (end - s) - n + 1);
+        if (!q) return NULL;
+        if (memcmp(q, lit, n) == 0) return q;
+        s = q + 1;
+    }
+    return NULL;
+}
+
+/* 1 match (holes filled), 0 no match */
+static int match_tmpl(const Entry *e, const char *s, const char *end, Span *holes) {
+    int h = 0;
+    for (int j = 0; j < e->nparts; j++) {
+        const Part *p = &e->parts[j];
+        const char *st = s;
+        switch (p->type) {
+        case P_LIT:
+            if (end - s < p->len || memcmp(s, p->lit, p->len) != 0) return 0;
+            s += p->len;
+            continue;
+        case H_DIGITS: while (s < end && isdig(*s)) s++; goto backoff;
+        case H_NUM: while (s < end && (isdig(*s) || *s == '.')) s++; goto backoff;
+        case H_NUMC: while (s < end && (isdig(*s) || *s == ',')) s++; goto backoff;
+        case H_NUMCD: while (s < end && (isdig(*s) || *s == ',' || *s == '.')) s++; goto backoff;
+        backoff:
+            /* greedy like the regex: the longest run after which the next literal matches (one level of
+             * backtracking; a deeper one fails here and the caller hands the line to Python) */
+            if (j + 1 < e->nparts && e->parts[j + 1].type == P_LIT && e->parts[j + 1].len) {
+                const Part *nx = &e->parts[j + 1];
+                while (s > st && !(end - s >= nx->len && memcmp(s, nx->lit, nx->len) == 0)) s--;
+            }
+            break;
+        case H_WORD: while (s < end && ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) s++; break;
+        case H_UPPER: while (s < end && *s >= 'A' && *s <= 'Z') s++; break;
+        case H_TOK: while (s < end && !uspace((const unsigned char *)s, (const unsigned char *)end)) s++; break;
+        case H_ID: {
+            /* \S+? followed by the next literal (which contains a space): its first occurrence */
+            const Part *nx = &e->parts[j + 1];
+            const char *q = find_lit(s + 1, end, nx->lit, nx->len);
+            if (!q) return 0;
+            for (const char *c = s; c < q; c++) if (uspace((const unsigned char *)c, (const unsigned char *)end)) return 0;
+            s = q;
+            break;
+        }
+        case H_SEC:
+            while (s < end && (isdig(*s) || *s == '.')) s++;
+            if (s == st) return 0;
+            while (s < end && *s == ' ') s++;
+            if (s < end && *s == 'm') s++;
+            if (s >= end || *s != 's') return 0;
+            s++;
+            break;
+        case H_D3:
+            if (end - s < 3 || !isdig(s[0]) || !isdig(s[1]) || !isdig(s[2])) return 0;
+            s += 3;
+            break;
+        case H_TAIL:
+            if (s < end && *s != ' ') return 0;
+            s = end;
+            break;
+        default: return 0;
+        }
+        if (s == st && p->type != H_TAIL) return 0;
+        if (h >= MAXH) return 0;
+        holes[h].s = st; holes[h].n = s - st; h++;
+    }
+    return s == end;
+}
+
+/* the next line would continue an enveloped record: "] " + indentation or a Traceback (over-approximated) */
+static int continues(const char *s, Py_ssize_t n) {
+    const char *end = s + n;
+    const char *q = s;
+    while ((q = (const char *)memchr(q, ']', end - q)) != NULL) {
+        q++;
+        const char *r = q;
+        if (r < end && *r == ' ') r++;
+        if (r < end && (*r == ' ' || *r == '\t')) return 1;
+        if (end - r >= 9 && memcmp(r, "Traceback", 9) == 0) return 1;
+    }
+    return 0;
+}
+
+static int level_len(const char *s, Py_ssize_t n, int uvicorn) {
+    /* DEBUG INFO WARNING ERROR CRITICAL (+ TRACE for uvicorn) */
+    switch (s[0]) {
+    case 'I': return (n >= 4 && memcmp(s, "INFO", 4) == 0) ? 4 : 0;
+    case 'D': return (n >= 5 && memcmp(s, "DEBUG", 5) == 0) ? 5 : 0;
+    case 'W': return (n >= 7 && memcmp(s, "WARNING", 7) == 0) ? 7 : 0;
+    case 'E': return (n >= 5 && memcmp(s, "ERROR", 5) == 0) ? 5 : 0;
+    case 'C': return (n >= 8 && memcmp(s, "CRITICAL", 8) == 0) ? 8 : 0;
+    case 'T': return (uvicorn && n >= 5 && memcmp(s, "TRACE", 5) == 0) ? 5 : 0;
+    }
+    return 0;
+}
+
+static int days_in(int y, int m) {
+    static const int d[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (m == 2) return ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0) ? 29 : 28;
+    return d[m - 1];
+}
+
+static inline int two(const char *s) { return (isdig(s[0]) && isdig(s[1])) ? (s[0] - '0') * 10 + (s[1] - '0') : -1; }
+
+typedef struct {
+    int L, src, mo, dd, hh, mi, ss, frac, space1;
+    const char *srcs;
+    Py_ssize_t srcn;
+} Info;
+
+/* Parse one line: the template entry it matches (holes filled, info set), or NULL. No state is consulted. */
+static const Entry *classify(const Table *t, const char *s, Py_ssize_t n, int year, Info *in, Span *holes, int *quotes_out) {
+    if (n < 6) return NULL;
+    const char *end = s + n;
+    int quotes = 0;
+    {
+        /* control characters (\r, ESC, tabs) go to the Python path; quotes and backslashes are noted.
+         * Eight bytes at a time: a byte < 0x20, or equal to '"' or '\\' (high bytes never flag). */
+        const char *c = s;
+        const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+        uint64_t acc_q = 0;
+        for (; end - c >= 8; c += 8) {
+            uint64_t x;
+            memcpy(&x, c, 8);
+            if ((x - ones * 0x20) & ~x & highs) return NULL;
+            uint64_t q = x ^ (ones * '"'), bs = x ^ (ones * '\\');
+            acc_q |= ((q - ones) & ~q & highs) | ((bs - ones) & ~bs & highs);
+        }
+        for (; c < end; c++) {
+            unsigned char u = (unsigned char)*c;
+            if (u < 0x20) return NULL;
+            if (u == '"' || u == '\\') quotes = 1;
+        }
+        if (acc_q) quotes = 1;
+    }
+    *quotes_out = quotes;
+    if (n >= 8 && memcmp(end - 8, "cluster]", 8) == 0) return NULL;  /* Ray's [repeated Nx across cluster] */
+    int L = level_len(s, n, 1);
+    if (!L) return NULL;
+    in->L = L;
+    in->frac = 0;
+    in->space1 = 1;
+    const char *msg;
+    if (s[L] == ':') {
+        /* uvicorn: "INFO:     message" */
+        const char *m = s + L + 1;
+        if (m >= end || *m != ' ') return NULL;
+        while (m < end && *m == ' ') m++;
+        msg = m;
+        in->src = SRC_UVICORN;
+    } else if (s[L] == ' ' && s[0] != 'T') {
+        /* vLLM: "LEVEL MM-DD HH:MM:SS[.fff] [file.py:N] message"; quotes would need escaping in 'source' */
+        const char *p = s + L + 1;
+        if (end - p < 16 || quotes) return NULL;
+        in->mo = two(p); in->dd = two(p + 3); in->hh = two(p + 6); in->mi = two(p + 9); in->ss = two(p + 12);
+        if (in->mo < 1 || in->mo > 12 || in->dd < 1 || in->hh < 0 || in->hh > 23 || in->mi < 0 || in->mi > 59 ||
+            in->ss < 0 || in->ss > 59 || p[2] != '-' || p[5] != ' ' || p[8] != ':' || p[11] != ':')
+            return NULL;
+        if (in->dd > days_in(year, in->mo)) return NULL;
+        p += 14;
+        if (*p == '.' || *p == ',') {
+            in->frac = 1;
+            p++;
+            const char *d0 = p;
+            while (p < end && isdig(*p)) p++;
+            if (p == d0) return NULL;
+        }
+        if (p >= end || *p != ' ') return NULL;
+        p++;
+        if (p < end && *p == '[') p++;
+        in->srcs = p;
+        /* the source runs to the first ']' and ends in ':digits'; no whitespace in it */
+        const char *q = p;
+        while (q < end && *q != ']' && !uspace((const unsigned char *)q, (const unsigned char *)end)) q++;
+        if (q >= end || *q != ']') return NULL;
+        const char *d = q;
+        while (d > p && isdig(d[-1])) d--;
+        if (d == q || d - p < 2 || d[-1] != ':') return NULL;
+        in->srcn = q - p;
+        q++;
+        if (q < end && *q == ' ') q++; else in->space1 = 0;
+        msg = q;
+        in->src = SRC_ENV;
+    } else
+        return NULL;
+
+    /* dispatch: entries in the registry's order */
+    for (int k = 0; k < t->n; k++) {
+        const Entry *e = &t->e[k];
+        if (e->etype == E_TMPL && e->src != in->src) continue;
+        if (end - msg < e->prefix_len || memcmp(msg, e->prefix, e->prefix_len) != 0) continue;
+        if (e->etype == E_GUARD) {
+            if (!e->contains || find_lit(msg, end, e->contains, e->contains_len)) return NULL;
+            continue;
+        }
+        if (match_tmpl(e, msg, end, holes)) return e;
+        /* no match here: the regex may still match when every literal of the template is in the message */
+        int all = 1;
+        for (int j = 1; j < e->nparts; j++)
+            if (e->parts[j].type == P_LIT && e->parts[j].len && !find_lit(msg, end, e->parts[j].lit, e->parts[j].len)) { all = 0; break; }
+        if (all) return NULL;
+    }
+    return NULL;
+}
+
+static inline const char *line_utf8(PyObject *o, Py_ssize_t *n) {
+    if (!PyUnicode_Check(o)) return NULL;
+    if (PyUnicode_IS_COMPACT_ASCII(o)) { *n = PyUnicode_GET_LENGTH(o); return (const char *)PyUnicode_DATA(o); }
+    const char *s = PyUnicode_AsUTF8AndSize(o, n);
+    if (!s) PyErr_Clear();
+    return s;
+}
+
+/* scan(table, lines, start, first_lineno, year, month, last_ts_json: bytes, file_json: bytes, keep_text, mode)
+ * -> (out: bytes|None, stop: int, next: int, counts: list[int], last_ts: (mo, dd, hh, mi, ss)|None, last_ts_json: bytes)
+ *
+ * Lines [start, stop) were handled (JSON in out when mode == 1, counted per template). ``next`` >= stop is the
+ * first line at or after stop+1 that looks handleable (the caller parses [stop, next) itself). month: the
+ * parser's current month (an enveloped line of another month is left to Python: rollover, year bookkeeping). */
+static PyObject *scan(PyObject *self, PyObject *args) {
+    PyObject *cap, *lines, *ltj, *fj;
+    Py_ssize_t start, first;
+    int year, month, keep_text, mode;
+    if (!PyArg_ParseTuple(args, "OO!nniiO!O!pi", &cap, &PyList_Type, &lines, &start, &first, &year, &month,
+                          &PyBytes_Type, &ltj, &PyBytes_Type, &fj, &keep_text, &mode))
+        return NULL;
+    Table *t = (Table *)PyCapsule_GetPointer(cap, "vllmlog.fasttable");
+    if (!t) return NULL;
+    if (year < 1 || year > 9999) month = -1;
+    Py_ssize_t nlines = PyList_GET_SIZE(lines);
+    const char *fjs = PyBytes_AS_STRING(fj);
+    Py_ssize_t fjn = PyBytes_GET_SIZE(fj);
+    char lastts[48], curts[48];
+    Py_ssize_t lastts_n = PyBytes_GET_SIZE(ltj), curts_n;
+    if (lastts_n >= (Py_ssize_t)sizeof lastts) { lastts_n = 4; memcpy(lastts, "null", 4); }
+    else memcpy(lastts, PyBytes_AS_STRING(ltj), lastts_n);
+    int lt[5] = {-1, 0, 0, 0, 0};
+    long *counts = (long *)PyMem_Calloc(t->ntemplates ? t->ntemplates : 1, sizeof(long));
+    if (!counts) return PyErr_NoMemory();
+    Buf b = {NULL, 0, 0};
+    Span holes[MAXH];
+    Info in;
+    if (mode == 1 && nlines > start) {
+        Py_ssize_t guess = 0;
+        for (Py_ssize_t k = start; k < nlines; k++) {
+            PyObject *o = PyList_GET_ITEM(lines, k);
+            guess += (PyUnicode_Check(o) ? PyUnicode_GET_LENGTH(o) : 0) + 280 + fjn;
+        }
+        if (buf_reserve(&b, guess) < 0) { PyMem_Free(counts); return NULL; }
+    }
+    /* '{"file":<file>,"line":' once */
+    Buf head = {NULL, 0, 0};
+    if (buf_put(&head, "{\"file\":", 8) < 0 || buf_put(&head, fjs, fjn) < 0 || buf_put(&head, ",\"line\":", 8) < 0) {
+        PyMem_Free(head.p); PyMem_Free(b.p); PyMem_Free(counts); return NULL;
+    }
+    Py_ssize_t i = start;
+    int err = 0;
+    PyObject *key = NULL, *val = NULL;
+
+    for (; i < nlines; i++) {
+        Py_ssize_t n;
+        const char *s = line_utf8(PyList_GET_ITEM(lines, i), &n);
+        if (!s) break;
+        int quotes;
+        const Entry *hit = classify(t, s, n, year > 0 ? year : 2000, &in, holes, &quotes);
+        if (!hit) break;
+        if (in.src == SRC_ENV && in.mo != month) break;
+        if (hit->check_next) {
+            /* a Decode line in the pure-Python fast path's exact form (INFO, no fraction of a second, one space
+             * after ']', step and batch size without leading zeros, kv [0-9]+(\.[0-9]+)?) is a record of its own
+             * there, whatever follows; any other line must not be continued by the next one */
+            int strict = hit->strict_decode && in.L == 4 && s[0] == 'I' && !in.frac && in.space1 &&
+                         !(holes[0].n > 1 && holes[0].s[0] == '0') && !(holes[2].n > 1 && holes[2].s[0] == '0') &&
+                         kv_form(holes[3].s, holes[3].n);
+            if (!strict) {
+                if (i + 1 >= nlines) break;
+                Py_ssize_t nn;
+                const char *ns = line_utf8(PyList_GET_ITEM(lines, i + 1), &nn);
+                if (!ns || continues(ns, nn)) break;
+            }
+        }
+        if (in.src == SRC_ENV) {
+            if (in.mo != lt[0] || in.dd != lt[1] || in.hh != lt[2] || in.mi != lt[3] || in.ss != lt[4])
+                curts_n = snprintf(curts, sizeof curts, "\"%04d-%02d-%02dT%02d:%02d:%02d\"", year, in.mo, in.dd, in.hh, in.mi, in.ss);
+            else {
+                memcpy(curts, lastts, lastts_n);
+                curts_n = lastts_n;
+            }
+        } else {
+            memcpy(curts, lastts, lastts_n);
+            curts_n = lastts_n;
+        }
+        if (mode == 1) {
+            Py_ssize_t mark = b.n, lineno = first + i;
+            int rejected = 0;
+            if (buf_put(&b, head.p, head.n) < 0 || buf_int(&b, lineno) < 0 || buf_put(&b, ",\"line_end\":", 12) < 0 || buf_int(&b, lineno) < 0 ||
+                buf_put(&b, ",\"ts\":", 6) < 0 || buf_put(&b, curts, curts_n) < 0 || buf_put(&b, ",\"level\":\"", 10) < 0 ||
+                buf_put(&b, s, in.L) < 0 || buf_put(&b, "\",\"process\":null,\"source\":", 26) < 0)
+                { err = 1; break; }
+            if (in.src == SRC_ENV) {
+                if (buf_put(&b, "\"", 1) < 0 || buf_put(&b, in.srcs, in.srcn) < 0 || buf_put(&b, "\"", 1) < 0) { err = 1; break; }
+            } else if (buf_put(&b, "null", 4) < 0) { err = 1; break; }
+            if (buf_put(&b, hit->kind_json, hit->kind_json_len) < 0) { err = 1; break; }
+            int h = 0, have_rid = 0;
+            for (int j = 0; j < hit->nparts && !err; j++) {
+                const Part *p = &hit->parts[j];
+                if (p->type == P_LIT) continue;
+                if (p->is_rid) {
+                    if (buf_put(&b, "\"", 1) < 0 || buf_esc(&b, holes[h].s, holes[h].n) < 0 || buf_put(&b, "\"", 1) < 0) err = 1;
+                    have_rid = 1;
+                }
+                h++;
+            }
+            if (err) break;
+            if (!have_rid && buf_put(&b, "null", 4) < 0) { err = 1; break; }
+            if (buf_put(&b, ",\"fields\":{", 11) < 0) { err = 1; break; }
+            h = 0;
+            int firstf = 1;
+            for (int j = 0; j < hit->nparts; j++) {
+                const Part *p = &hit->parts[j];
+                if (p->type == P_LIT) continue;
+                Span sp = holes[h++];
+                if (!p->key) continue;
+                if (buf_put(&b, p->key + firstf, p->keylen - firstf) < 0) { err = 1; break; }
+                firstf = 0;
+                if (p->is_str) {
+                    if (buf_put(&b, "\"", 1) < 0 || buf_esc(&b, sp.s, sp.n) < 0 || buf_put(&b, "\"", 1) < 0) { err = 1; break; }
+                    continue;
+                }
+                if (p->native_int) {
+                    /* to_int over [0-9,]: drop commas and leading zeros; nothing left of the digits -> null */
+                    char dg[24];
+                    int nd = 0, any = 0, big = 0;
+                    for (Py_ssize_t c = 0; c < sp.n; c++) {
+                        char ch = sp.s[c];
+                        if (ch == ',') continue;
+                        any = 1;
+                        if (nd == 0 && ch == '0') continue;
+                        if (nd >= 18) { big = 1; break; }
+                        dg[nd++] = ch;
+                    }
+                    if (!big) {
+                        if (!any) { if (buf_put(&b, "null", 4) < 0) { err = 1; break; } }
+                        else if (nd == 0) { if (buf_put(&b, "0", 1) < 0) { err = 1; break; } }
+                        else if (buf_put(&b, dg, nd) < 0) { err = 1; break; }
+                        continue;
+                    }
+                }
+                Part *pm = (Part *)p;
+                if (pm->last_raw_n == sp.n && memcmp(pm->last_raw, sp.s, sp.n) == 0) {
+                    if (buf_put(&b, pm->last_json, pm->last_json_n) < 0) { err = 1; break; }
+                    continue;
+                }
+                key = PyUnicode_DecodeUTF8(sp.s, sp.n, NULL);
+                if (!key) { err = 1; break; }
+                val = PyObject_GetItem(p->memo, key);  /* __missing__ converts a raw value seen for the first time */
+                Py_CLEAR(key);
+                if (!val) { err = 1; break; }
+                if (val == Py_None) { rejected = 1; Py_CLEAR(val); break; }  /* the converter declined: Python path */
+                Py_ssize_t vn;
+                const char *vs = PyUnicode_AsUTF8AndSize(val, &vn);
+                if (!vs || buf_put(&b, vs, vn) < 0) { err = 1; break; }
+                if (sp.n <= (Py_ssize_t)sizeof pm->last_raw && vn <= (Py_ssize_t)sizeof pm->last_json) {
+                    memcpy(pm->last_raw, sp.s, sp.n); pm->last_raw_n = sp.n;
+                    memcpy(pm->last_json, vs, vn); pm->last_json_n = vn;
+                }
+                Py_CLEAR(val);
+            }
+            if (err) break;
+            if (rejected) { b.n = mark; break; }
+            if (buf_put(&b, "},\"text\":\"", 10) < 0 || (keep_text && (quotes ? buf_esc(&b, s, n) : buf_put(&b, s, n)) < 0) ||
+                buf_put(&b, "\"}\n", 3) < 0) { err = 1; break; }
+        }
+        counts[hit->index]++;
+        if (in.src == SRC_ENV) {
+            lt[0] = in.mo; lt[1] = in.dd; lt[2] = in.hh; lt[3] = in.mi; lt[4] = in.ss;
+            memcpy(lastts, curts, curts_n);
+            lastts_n = curts_n;
+        }
+    }
+    Py_XDECREF(key);
+    Py_XDECREF(val);
+    PyMem_Free(head.p);
+    if (err) {
+        PyMem_Free(b.p);
+        PyMem_Free(counts);
+        return NULL;
+    }
+    /* where could the compiled path take over again? */
+    Py_ssize_t nxt = i + 1;
+    for (; nxt < nlines; nxt++) {
+        Py_ssize_t n;
+        const char *s = line_utf8(PyList_GET_ITEM(lines, nxt), &n);
+        int quotes;
+        if (s && classify(t, s, n, year > 0 ? year : 2000, &in, holes, &quotes)) break;
+    }
+    if (nxt > nlines) nxt = nlines;
+    PyObject *out = mode == 1 ? PyBytes_FromStringAndSize(b.p ? b.p : "", b.n) : (Py_INCREF(Py_None), Py_None);
+    PyMem_Free(b.p);
+    PyObject *cl = PyList_New(t->ntemplates);
+    for (int k = 0; cl && k < t->ntemplates; k++) PyList_SET_ITEM(cl, k, PyLong_FromLong(counts[k]));
+    PyMem_Free(counts);
+    PyObject *lto = lt[0] < 0 ? (Py_INCREF(Py_None), Py_None) : Py_BuildValue("(iiiii)", lt[0], lt[1], lt[2], lt[3], lt[4]);
+    PyObject *ltjo = PyBytes_FromStringAndSize(lastts, lastts_n);
+    if (!out || !cl || !lto || !ltjo) { Py_XDECREF(out); Py_XDECREF(cl); Py_XDECREF(lto); Py_XDECREF(ltjo); return NULL; }
+    return Py_BuildValue("(NnnNNN)", out, i, nxt, cl, lto, ltjo);
+}
+
+static PyMethodDef methods[] = {
+    {"compile", compile_table, METH_VARARGS, "compile(entries) -> table (see vllmlog/parsing/fast.py)"},
+    {"scan", scan, METH_VARARGS, "scan(table, lines, start, first, year, month, last_ts_json, file_json, keep_text, mode)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_speedups", "Compiled fast path of the vllmlog line parser.", -1, methods};
+
+PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&mod); }
