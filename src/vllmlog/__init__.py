@@ -5,12 +5,13 @@ from __future__ import annotations
 from .errors import ConfigError, InputError, VllmlogError
 from .model import Event
 from .reader import ParseStats, iter_batches, parse, to_frame
-from .run import Pipeline, Run, load
 
 
 def __getattr__(name: str):  # heavier parts load on first use
     import importlib
 
+    if name in ("Pipeline", "Run", "load"):
+        return getattr(importlib.import_module(".run", __name__), name)
     if name in ("Finding", "Severity"):
         return getattr(importlib.import_module(".rules.base", __name__), name)
     if name == "Analysis":

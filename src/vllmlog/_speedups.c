@@ -27,9 +27,17 @@ typedef struct {
     int is_str;       /* output as a JSON string (escaped raw text) */
     PyObject *memo;   /* raw str -> JSON text (str); NULL for strings */
     int native_int;   /* the converter is to_int over digits/commas: written here, no Python call */
-    char last_raw[32], last_json[64];  /* one-entry cache in front of the memo */
-    Py_ssize_t last_raw_n, last_json_n;
+    struct MemoSlot *cache;  /* direct-mapped cache in front of the memo (raw bytes -> JSON bytes) */
 } Part;
+
+#define CACHE_SLOTS 2048
+struct MemoSlot { unsigned char rawn, jsonn; char raw[22]; char json[40]; };
+
+static inline unsigned slot_of(const char *s, Py_ssize_t n) {
+    uint32_t h = 2166136261u;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h & (CACHE_SLOTS - 1);
+}
 
 typedef struct {
     int etype;        /* E_TMPL or E_GUARD */
@@ -54,16 +62,38 @@ typedef struct {
 } Table;
 
 /* ------------------------------------------------------------------ output buffer */
-typedef struct { char *p; Py_ssize_t n, cap; } Buf;
+typedef struct { PyObject *o; char *p; Py_ssize_t n, cap; } Buf;  /* grows a bytes object in place */
 
-static int buf_reserve(Buf *b, Py_ssize_t more) {
+static int buf_grow(Buf *b, Py_ssize_t more);
+static inline int buf_reserve(Buf *b, Py_ssize_t more) {
     if (b->n + more <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 1 << 16;
+    return buf_grow(b, more);
+}
+static int buf_grow(Buf *b, Py_ssize_t more) {
+    Py_ssize_t cap = b->cap ? b->cap : 1 << 12;
     while (cap < b->n + more) cap *= 2;
-    char *np = (char *)PyMem_Realloc(b->p, cap);
-    if (!np) { PyErr_NoMemory(); return -1; }
-    b->p = np; b->cap = cap;
+    if (!b->o) {
+        b->o = PyBytes_FromStringAndSize(NULL, cap);
+        if (!b->o) return -1;
+    } else if (_PyBytes_Resize(&b->o, cap) < 0) {
+        b->o = NULL;
+        b->p = NULL;
+        b->n = b->cap = 0;
+        return -1;
+    }
+    b->p = PyBytes_AS_STRING(b->o);
+    b->cap = cap;
     return 0;
+}
+static void buf_free(Buf *b) { Py_CLEAR(b->o); b->p = NULL; b->n = b->cap = 0; }
+static PyObject *buf_finish(Buf *b) {  /* the bytes written (no copy), the buffer given away */
+    if (!b->o) return PyBytes_FromStringAndSize("", 0);
+    if (_PyBytes_Resize(&b->o, b->n) < 0) { b->o = NULL; return NULL; }
+    PyObject *r = b->o;
+    b->o = NULL;
+    b->p = NULL;
+    b->n = b->cap = 0;
+    return r;
 }
 static inline int buf_put(Buf *b, const char *s, Py_ssize_t n) {
     if (buf_reserve(b, n) < 0) return -1;
@@ -98,7 +128,7 @@ static void table_free(Table *t) {
         Entry *e = &t->e[i];
         PyMem_Free(e->kind_json); PyMem_Free(e->prefix); PyMem_Free(e->contains);
         for (int j = 0; j < e->nparts; j++) {
-            PyMem_Free(e->parts[j].lit); PyMem_Free(e->parts[j].key);
+            PyMem_Free(e->parts[j].lit); PyMem_Free(e->parts[j].key); PyMem_Free(e->parts[j].cache);
             Py_XDECREF(e->parts[j].memo);
         }
         PyMem_Free(e->parts);
@@ -123,6 +153,7 @@ static char *dup_bytes(PyObject *o, Py_ssize_t *len) {
  *   ("tmpl", index, src, kind_json: bytes, check_next, strict_decode,
  *            [(type, lit: bytes|None, key: bytes|None, is_rid, is_str, memo|None), ...])   prefix = first literal */
 static PyObject *compile_table(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *lst;
     if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &lst)) return NULL;
     Table *t = (Table *)PyMem_Calloc(1, sizeof(Table));
@@ -163,7 +194,10 @@ static PyObject *compile_table(PyObject *self, PyObject *args) {
             PyObject *pt = PyList_GET_ITEM(parts, j), *lit, *key, *memo;
             Part *p = &e->parts[j];
             if (!PyArg_ParseTuple(pt, "iOOiiOi", &p->type, &lit, &key, &p->is_rid, &p->is_str, &memo, &p->native_int)) goto fail;
-            p->last_raw_n = -1;
+            if (memo != Py_None) {
+                p->cache = (struct MemoSlot *)PyMem_Calloc(CACHE_SLOTS, sizeof(struct MemoSlot));
+                if (!p->cache) { PyErr_NoMemory(); goto fail; }
+            }
             if (lit != Py_None) { p->lit = dup_bytes(lit, &p->len); if (!p->lit) goto fail; }
             if (key != Py_None) { p->key = dup_bytes(key, &p->keylen); if (!p->key) goto fail; }
             if (memo != Py_None) { Py_INCREF(memo); p->memo = memo; }
@@ -405,7 +439,7 @@ static const Entry *classify(const Table *t, const char *s, Py_ssize_t n, int ye
     for (int k = 0; k < t->n; k++) {
         const Entry *e = &t->e[k];
         if (e->etype == E_TMPL && e->src != in->src) continue;
-        if (end - msg < e->prefix_len || memcmp(msg, e->prefix, e->prefix_len) != 0) continue;
+        if (end - msg < e->prefix_len || (e->prefix_len && msg[0] != e->prefix[0]) || memcmp(msg, e->prefix, e->prefix_len) != 0) continue;
         if (e->etype == E_GUARD) {
             if (!e->contains || find_lit(msg, end, e->contains, e->contains_len)) return NULL;
             continue;
@@ -428,23 +462,61 @@ static inline const char *line_utf8(PyObject *o, Py_ssize_t *n) {
     return s;
 }
 
-/* scan(table, lines, start, first_lineno, year, month, last_ts_json: bytes, file_json: bytes, keep_text, mode)
- * -> (out: bytes|None, stop: int, next: int, counts: list[int], last_ts: (mo, dd, hh, mi, ss)|None, last_ts_json: bytes)
+/* Where the lines come from: a list of str (cursor = index) or one bytes buffer of '\n'-separated lines
+ * (cursor = byte offset of a line's start; past the last line = length + 1). Bytes must be ASCII to be handled
+ * here (UTF-8 validation and the invalid-line accounting stay in Python). */
+typedef struct {
+    PyObject *list;
+    Py_ssize_t nlines;
+    const char *buf;
+    Py_ssize_t blen;
+} Src;
+
+static inline int src_line(const Src *src, Py_ssize_t cur, const char **s, Py_ssize_t *n, Py_ssize_t *next, int *ok) {
+    *ok = 1;
+    if (src->list) {
+        if (cur >= src->nlines) return 0;
+        *s = line_utf8(PyList_GET_ITEM(src->list, cur), n);
+        if (!*s) *ok = 0;
+        *next = cur + 1;
+        return 1;
+    }
+    if (cur > src->blen) return 0;
+    const char *b = src->buf + cur;
+    const char *e = (const char *)memchr(b, '\n', src->blen - cur);
+    Py_ssize_t le = e ? e - src->buf : src->blen;
+    *s = b;
+    *n = le - cur;
+    *next = le + 1;
+    for (Py_ssize_t k = 0; k < *n; k++)
+        if ((unsigned char)b[k] >= 0x80) { *ok = 0; break; }
+    return 1;
+}
+
+/* scan(table, src, start, first_lineno, year, month, last_ts_json: bytes, file_json: bytes, keep_text, mode)
+ * src: a list of str, or bytes of '\n'-separated lines (no final newline).
+ * -> (out: bytes|None, stop, consumed, next, counts: list[int], last_ts: (mo, dd, hh, mi, ss)|None, last_ts_json)
  *
- * Lines [start, stop) were handled (JSON in out when mode == 1, counted per template). ``next`` >= stop is the
- * first line at or after stop+1 that looks handleable (the caller parses [stop, next) itself). month: the
- * parser's current month (an enveloped line of another month is left to Python: rollover, year bookkeeping). */
+ * The ``consumed`` lines from cursor ``start`` to ``stop`` were handled (JSON in out when mode == 1, counted per
+ * template); the line at ``stop`` was not. ``next`` is the cursor of the first line after it that looks
+ * handleable (the caller parses [stop, next) itself). month: the parser's current month (an enveloped line of
+ * another month is left to Python: rollover, year bookkeeping). */
 static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *cap, *lines, *ltj, *fj;
     Py_ssize_t start, first;
     int year, month, keep_text, mode;
-    if (!PyArg_ParseTuple(args, "OO!nniiO!O!pi", &cap, &PyList_Type, &lines, &start, &first, &year, &month,
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOnniiO!O!pi", &cap, &lines, &start, &first, &year, &month,
                           &PyBytes_Type, &ltj, &PyBytes_Type, &fj, &keep_text, &mode))
         return NULL;
     Table *t = (Table *)PyCapsule_GetPointer(cap, "vllmlog.fasttable");
     if (!t) return NULL;
+    Src src = {NULL, 0, NULL, 0};
+    if (PyList_Check(lines)) { src.list = lines; src.nlines = PyList_GET_SIZE(lines); }
+    else if (PyBytes_Check(lines)) { src.buf = PyBytes_AS_STRING(lines); src.blen = PyBytes_GET_SIZE(lines); }
+    else { PyErr_SetString(PyExc_TypeError, "lines: a list of str or bytes"); return NULL; }
+    if (start < 0) start = 0;
     if (year < 1 || year > 9999) month = -1;
-    Py_ssize_t nlines = PyList_GET_SIZE(lines);
     const char *fjs = PyBytes_AS_STRING(fj);
     Py_ssize_t fjn = PyBytes_GET_SIZE(fj);
     char lastts[48], curts[48];
@@ -454,30 +526,38 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     int lt[5] = {-1, 0, 0, 0, 0};
     long *counts = (long *)PyMem_Calloc(t->ntemplates ? t->ntemplates : 1, sizeof(long));
     if (!counts) return PyErr_NoMemory();
-    Buf b = {NULL, 0, 0};
+    Buf b = {NULL, NULL, 0, 0};
     Span holes[MAXH];
     Info in;
-    if (mode == 1 && nlines > start) {
+    if (mode == 1) {
         Py_ssize_t guess = 0;
-        for (Py_ssize_t k = start; k < nlines; k++) {
-            PyObject *o = PyList_GET_ITEM(lines, k);
-            guess += (PyUnicode_Check(o) ? PyUnicode_GET_LENGTH(o) : 0) + 280 + fjn;
+        if (src.list) {
+            for (Py_ssize_t k = start; k < src.nlines; k++) {
+                PyObject *o = PyList_GET_ITEM(src.list, k);
+                guess += (PyUnicode_Check(o) ? PyUnicode_GET_LENGTH(o) : 0) + 280 + fjn;
+            }
+        } else if (start <= src.blen) {
+            Py_ssize_t nl = 1;
+            const char *c = src.buf + start, *e = src.buf + src.blen;
+            while ((c = (const char *)memchr(c, '\n', e - c)) != NULL) { nl++; c++; }
+            guess = (src.blen - start) + nl * (280 + fjn);
         }
-        if (buf_reserve(&b, guess) < 0) { PyMem_Free(counts); return NULL; }
+        if (guess && buf_reserve(&b, guess) < 0) { PyMem_Free(counts); return NULL; }
     }
     /* '{"file":<file>,"line":' once */
-    Buf head = {NULL, 0, 0};
+    Buf head = {NULL, NULL, 0, 0};
     if (buf_put(&head, "{\"file\":", 8) < 0 || buf_put(&head, fjs, fjn) < 0 || buf_put(&head, ",\"line\":", 8) < 0) {
-        PyMem_Free(head.p); PyMem_Free(b.p); PyMem_Free(counts); return NULL;
+        buf_free(&head); buf_free(&b); PyMem_Free(counts); return NULL;
     }
-    Py_ssize_t i = start;
+    Py_ssize_t cur = start, consumed = 0, nxtcur = 0;
     int err = 0;
     PyObject *key = NULL, *val = NULL;
+    const char *s;
+    Py_ssize_t n;
+    int lok;
 
-    for (; i < nlines; i++) {
-        Py_ssize_t n;
-        const char *s = line_utf8(PyList_GET_ITEM(lines, i), &n);
-        if (!s) break;
+    while (src_line(&src, cur, &s, &n, &nxtcur, &lok)) {
+        if (!lok) break;
         int quotes;
         const Entry *hit = classify(t, s, n, year > 0 ? year : 2000, &in, holes, &quotes);
         if (!hit) break;
@@ -490,9 +570,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                          !(holes[0].n > 1 && holes[0].s[0] == '0') && !(holes[2].n > 1 && holes[2].s[0] == '0') &&
                          kv_form(holes[3].s, holes[3].n);
             if (!strict) {
-                if (i + 1 >= nlines) break;
-                Py_ssize_t nn;
-                const char *ns = line_utf8(PyList_GET_ITEM(lines, i + 1), &nn);
+                const char *ns;
+                Py_ssize_t nn, nn2;
+                int nok;
+                if (!src_line(&src, nxtcur, &ns, &nn, &nn2, &nok)) break;  /* the next line is in the next block */
                 if (!ns || continues(ns, nn)) break;
             }
         }
@@ -508,7 +589,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             curts_n = lastts_n;
         }
         if (mode == 1) {
-            Py_ssize_t mark = b.n, lineno = first + i;
+            Py_ssize_t mark = b.n, lineno = first + consumed;
             int rejected = 0;
             if (buf_put(&b, head.p, head.n) < 0 || buf_int(&b, lineno) < 0 || buf_put(&b, ",\"line_end\":", 12) < 0 || buf_int(&b, lineno) < 0 ||
                 buf_put(&b, ",\"ts\":", 6) < 0 || buf_put(&b, curts, curts_n) < 0 || buf_put(&b, ",\"level\":\"", 10) < 0 ||
@@ -563,10 +644,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                         continue;
                     }
                 }
-                Part *pm = (Part *)p;
-                if (pm->last_raw_n == sp.n && memcmp(pm->last_raw, sp.s, sp.n) == 0) {
-                    if (buf_put(&b, pm->last_json, pm->last_json_n) < 0) { err = 1; break; }
-                    continue;
+                struct MemoSlot *slot = NULL;
+                if (sp.n <= 22) {
+                    slot = &p->cache[slot_of(sp.s, sp.n)];
+                    if (slot->rawn == sp.n && slot->jsonn && memcmp(slot->raw, sp.s, sp.n) == 0) {
+                        if (buf_put(&b, slot->json, slot->jsonn) < 0) { err = 1; break; }
+                        continue;
+                    }
                 }
                 key = PyUnicode_DecodeUTF8(sp.s, sp.n, NULL);
                 if (!key) { err = 1; break; }
@@ -577,9 +661,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                 Py_ssize_t vn;
                 const char *vs = PyUnicode_AsUTF8AndSize(val, &vn);
                 if (!vs || buf_put(&b, vs, vn) < 0) { err = 1; break; }
-                if (sp.n <= (Py_ssize_t)sizeof pm->last_raw && vn <= (Py_ssize_t)sizeof pm->last_json) {
-                    memcpy(pm->last_raw, sp.s, sp.n); pm->last_raw_n = sp.n;
-                    memcpy(pm->last_json, vs, vn); pm->last_json_n = vn;
+                if (slot && vn > 0 && vn <= 40) {
+                    memcpy(slot->raw, sp.s, sp.n); slot->rawn = (unsigned char)sp.n;
+                    memcpy(slot->json, vs, vn); slot->jsonn = (unsigned char)vn;
                 }
                 Py_CLEAR(val);
             }
@@ -594,38 +678,53 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             memcpy(lastts, curts, curts_n);
             lastts_n = curts_n;
         }
+        consumed++;
+        cur = nxtcur;
     }
     Py_XDECREF(key);
     Py_XDECREF(val);
-    PyMem_Free(head.p);
+    buf_free(&head);
     if (err) {
-        PyMem_Free(b.p);
+        buf_free(&b);
         PyMem_Free(counts);
         return NULL;
     }
-    /* where could the compiled path take over again? */
-    Py_ssize_t nxt = i + 1;
-    for (; nxt < nlines; nxt++) {
-        Py_ssize_t n;
-        const char *s = line_utf8(PyList_GET_ITEM(lines, nxt), &n);
-        int quotes;
-        if (s && classify(t, s, n, year > 0 ? year : 2000, &in, holes, &quotes)) break;
+    Py_ssize_t stop = cur;
+    /* where could the compiled path take over again? (the line at stop is left to Python in any case) */
+    Py_ssize_t probe = stop, after;
+    int have = src_line(&src, probe, &s, &n, &after, &lok);
+    if (have) {
+        probe = after;
+        while (src_line(&src, probe, &s, &n, &after, &lok)) {
+            int quotes;
+            if (lok && classify(t, s, n, year > 0 ? year : 2000, &in, holes, &quotes)) break;
+            probe = after;
+        }
     }
-    if (nxt > nlines) nxt = nlines;
-    PyObject *out = mode == 1 ? PyBytes_FromStringAndSize(b.p ? b.p : "", b.n) : (Py_INCREF(Py_None), Py_None);
-    PyMem_Free(b.p);
+    PyObject *out = mode == 1 ? buf_finish(&b) : (Py_INCREF(Py_None), Py_None);
+    buf_free(&b);
     PyObject *cl = PyList_New(t->ntemplates);
     for (int k = 0; cl && k < t->ntemplates; k++) PyList_SET_ITEM(cl, k, PyLong_FromLong(counts[k]));
     PyMem_Free(counts);
     PyObject *lto = lt[0] < 0 ? (Py_INCREF(Py_None), Py_None) : Py_BuildValue("(iiiii)", lt[0], lt[1], lt[2], lt[3], lt[4]);
     PyObject *ltjo = PyBytes_FromStringAndSize(lastts, lastts_n);
     if (!out || !cl || !lto || !ltjo) { Py_XDECREF(out); Py_XDECREF(cl); Py_XDECREF(lto); Py_XDECREF(ltjo); return NULL; }
-    return Py_BuildValue("(NnnNNN)", out, i, nxt, cl, lto, ltjo);
+    return Py_BuildValue("(NnnnNNN)", out, stop, consumed, probe, cl, lto, ltjo);
+}
+
+static PyObject *count_lines(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyBytes_Check(arg)) { PyErr_SetString(PyExc_TypeError, "bytes expected"); return NULL; }
+    const char *c = PyBytes_AS_STRING(arg), *e = c + PyBytes_GET_SIZE(arg);
+    Py_ssize_t n = 0;
+    while ((c = (const char *)memchr(c, '\n', e - c)) != NULL) { n++; c++; }
+    return PyLong_FromSsize_t(n);
 }
 
 static PyMethodDef methods[] = {
+    {"count_nl", count_lines, METH_O, "count_nl(bytes) -> number of newlines (memchr)"},
     {"compile", compile_table, METH_VARARGS, "compile(entries) -> table (see vllmlog/parsing/fast.py)"},
-    {"scan", scan, METH_VARARGS, "scan(table, lines, start, first, year, month, last_ts_json, file_json, keep_text, mode)"},
+    {"scan", scan, METH_VARARGS, "scan(table, lines_or_bytes, start, first, year, month, last_ts_json, file_json, keep_text, mode)"},
     {NULL, NULL, 0, NULL},
 };
 

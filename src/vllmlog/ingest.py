@@ -13,7 +13,7 @@ import stat
 import sys
 import zlib
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator
 
 from .errors import InputError
 
@@ -146,11 +146,16 @@ def read_lines(path: str, stats: InputStats | None = None) -> Iterator[tuple[int
 BLOCK = 8 << 20  # bytes read at a time by ``read_blocks``
 
 
-def read_blocks(path: str, stats: InputStats | None = None, block: int = BLOCK) -> Iterator[tuple[int, list[str]]]:
+def read_blocks(path: str, stats: InputStats | None = None, block: int = BLOCK, raw: bool = False) -> Iterator[tuple[int, Any]]:
     """Yield ``(first_line_number, lines)`` batches (``\\n`` removed) read ``block`` bytes at a time.
 
     Same numbering, truncation and invalid-UTF-8 accounting as ``read_lines``, but one ``read`` and one
     ``decode`` per block instead of per line: the fast path of ``vllmlog parse``.
+
+    ``raw=True``: a block whose lines are all short enough comes as undecoded ``bytes`` (lines joined by
+    ``\\n``, no final newline) — the consumer decodes it and must add the lines with invalid UTF-8 to
+    ``stats.invalid_utf8_lines`` itself (``LineParser.feed_raw_jsonb`` returns that count); other blocks
+    come as lists of str as usual.
     """
     check_path(path)
     st = stats if stats is not None else InputStats(path)
@@ -160,6 +165,8 @@ def read_blocks(path: str, stats: InputStats | None = None, block: int = BLOCK) 
     rest = b""
     skipping = False  # inside an over-long line, dropping bytes until its newline
     sniffed = not is_gz
+    if raw:
+        from .parsing.fast import count_nl
     read = f.read1 if hasattr(f, "read1") else f.read  # read1: a truncated gzip loses at most one piece
     try:
         while True:
@@ -205,6 +212,16 @@ def read_blocks(path: str, stats: InputStats | None = None, block: int = BLOCK) 
                 continue
             body = data[:cut]
             rest = data[cut + 1:]
+            if raw and len(body) <= MAX_LINE:
+                first = n + 1
+                n += count_nl(body) + 1
+                if len(rest) >= MAX_LINE:
+                    st.truncated_bytes += len(rest) - MAX_LINE
+                    rest = rest[:MAX_LINE]
+                    st.truncated_lines += 1
+                    skipping = True
+                yield first, body
+                continue
             try:
                 lines = body.decode("utf-8").split("\n")
             except UnicodeDecodeError:
@@ -235,3 +252,21 @@ def _dec(b: bytes, st: InputStats) -> str:
     except UnicodeDecodeError:
         st.invalid_utf8_lines += 1
         return b.decode("utf-8", "replace")
+
+
+def write_all(fd: int, pieces: list[bytes]) -> None:
+    """Write every byte of ``pieces`` to ``fd`` (one ``writev`` when it takes them all)."""
+    if not pieces:
+        return
+    total = sum(map(len, pieces))
+    done = os.writev(fd, pieces) if hasattr(os, "writev") and len(pieces) > 1 else 0
+    if done == total:
+        return
+    for piece in pieces:
+        if done >= len(piece):
+            done -= len(piece)
+            continue
+        data = memoryview(piece)[done:]
+        done = 0
+        while data:
+            data = data[os.write(fd, data):]

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .ingest import InputStats, check_path, read_blocks
+from .ingest import InputStats, check_path, read_blocks, write_all
 from .model import Event
 from .parsing.parser import LineParser
 
 BATCH_LINES = 8192
 BLOCK_BYTES = 1 << 20
+RAW_BLOCK_BYTES = 1 << 19  # undecoded blocks for the compiled scanner: small enough to stay under MAX_LINE
 
 
 @dataclass
@@ -69,8 +70,8 @@ def mtime_of(path: str) -> datetime:
 
 
 def _parsers(
-    paths: Sequence[str] | str, year: int | None, st: ParseStats, keep_text: bool, block: int,
-) -> Iterator[tuple[LineParser, InputStats, Iterator[tuple[int, list[str]]]]]:
+    paths: Sequence[str] | str, year: int | None, st: ParseStats, keep_text: bool, block: int, raw: bool = False,
+) -> Iterator[tuple[LineParser, InputStats, Iterator[tuple[int, Any]]]]:
     if isinstance(paths, str):
         paths = [paths]
     for p in paths:  # fail fast, before any output, on a bad path
@@ -82,7 +83,7 @@ def _parsers(
         parser = LineParser(path, year if year is not None else mt.year, keep_text=keep_text)
         if year is None and path != "-":
             parser.end_hint(mt.month)
-        yield parser, ist, read_blocks(path, ist, block)
+        yield parser, ist, read_blocks(path, ist, block, raw=raw)
         st.lines += ist.lines
         st.merge_parser(parser)
 
@@ -149,12 +150,17 @@ def _iter_jsonb(
 ) -> Iterator[bytes]:
     """``iter_jsonl`` as UTF-8 bytes (for writers)."""
     st = stats if stats is not None else ParseStats()
-    for parser, ist, blocks in _parsers(paths, year, st, keep_text, BLOCK_BYTES):
+    for parser, ist, blocks in _parsers(paths, year, st, keep_text, RAW_BLOCK_BYTES, raw=True):
         done_bytes = 0
         for first, lines in blocks:
-            chunk = parser.feed_lines_jsonb(first, lines)
-            if chunk:
-                yield chunk
+            if isinstance(lines, bytes):
+                pieces: list[bytes] = []
+                ist.invalid_utf8_lines += parser.feed_raw_pieces(first, lines, pieces)
+                yield from pieces
+            else:
+                chunk = parser.feed_lines_jsonb(first, lines)
+                if chunk:
+                    yield chunk
             if progress is not None and ist.bytes != done_bytes:
                 progress(ist.bytes - done_bytes)
                 done_bytes = ist.bytes
@@ -207,15 +213,21 @@ def write_jsonl(
         paths = [paths]
     for p in paths:
         check_path(p)
+    parallel.tune_malloc()
     jobs = default_jobs() if jobs is None else jobs
     for path in paths:
         if jobs > 1 and parallel.usable(path):
             _parallel(path, year, st, jobs, fd, keep_text, progress)
             continue
+        batch: list[bytes] = []
+        size = 0
         for chunk in _iter_jsonb(path, year=year, stats=st, keep_text=keep_text, progress=progress):
-            data = memoryview(chunk)
-            while data:
-                data = data[os.write(fd, data):]
+            batch.append(chunk)
+            size += len(chunk)
+            if size >= 1 << 20 or len(batch) >= 512:
+                write_all(fd, batch)
+                batch, size = [], 0
+        write_all(fd, batch)
     return st
 
 
@@ -243,10 +255,13 @@ def count(
             else:
                 count(p, year=year, stats=st, progress=progress, jobs=1)
         return st
-    for parser, ist, blocks in _parsers(paths, year, st, False, BLOCK_BYTES):
+    for parser, ist, blocks in _parsers(paths, year, st, False, RAW_BLOCK_BYTES, raw=True):
         done_bytes = 0
         for first, lines in blocks:
-            parser.feed_lines_count(first, lines)
+            if isinstance(lines, bytes):
+                ist.invalid_utf8_lines += parser.feed_raw_count(first, lines)
+            else:
+                parser.feed_lines_count(first, lines)
             if progress is not None and ist.bytes != done_bytes:
                 progress(ist.bytes - done_bytes)
                 done_bytes = ist.bytes

@@ -152,3 +152,11 @@ ENTRIES, KINDS = build(MESSAGES, _access_pattern())
 AVAILABLE = _speedups is not None and not os.environ.get("VLLMLOG_PURE")
 TABLE = _speedups.compile(ENTRIES) if _speedups is not None else None
 scan = _speedups.scan if AVAILABLE else None
+
+
+def _count_nl_py(b: bytes) -> int:
+    return b.count(b"\n")
+
+
+count_nl: Callable[[bytes], int] = _speedups.count_nl if _speedups is not None else _count_nl_py
+"""Newlines in a bytes block (memchr when compiled: ~4x bytes.count)."""

@@ -113,51 +113,85 @@ class LineParser:
         """``feed_count`` for a list of consecutive lines numbered from ``first`` (the compiled fast path)."""
         self._block(first, lines, None, 2)
 
-    def _block(self, first: int, lines: list[str], out: list[Any] | None, mode: int) -> None:
-        """Alternate between the compiled scanner (runs of lines it vouches for) and ``_run`` (the rest)."""
+    def feed_raw_jsonb(self, first: int, body: bytes) -> tuple[bytes, int]:
+        """JSON lines of ``body`` — consecutive lines joined by ``\\n``, no final newline, none over-long —
+        numbered from ``first``; and how many of its lines had invalid UTF-8 (decoded with replacement)."""
+        out: list[bytes] = []
+        bad = self._block(first, body, out, 1)
+        return b"".join(out), bad
+
+    def feed_raw_pieces(self, first: int, body: bytes, out: list[bytes]) -> int:
+        """``feed_raw_jsonb`` appending the output in pieces to ``out`` (no join: for writers)."""
+        return self._block(first, body, out, 1)
+
+    def feed_raw_count(self, first: int, body: bytes) -> int:
+        """``feed_raw_jsonb`` counting only; returns the lines with invalid UTF-8."""
+        return self._block(first, body, None, 2)
+
+    def _block(self, first: int, src: list[str] | bytes, out: list[Any] | None, mode: int) -> int:
+        """Alternate between the compiled scanner (runs of lines it vouches for) and ``_run`` (the rest).
+
+        ``src``: a list of lines, or bytes of ``\\n``-joined lines (decoded here only where Python parses
+        them). Returns the number of lines with invalid UTF-8 (bytes input only)."""
+        is_bytes = isinstance(src, bytes)
         scan = fast.scan
         if scan is None:
+            lines, bad = decode_lines(src) if is_bytes else (src, 0)  # type: ignore[arg-type]
             self._run_b(zip(range(first, first + len(lines)), lines), out, mode)
-            return
+            return bad
         table, kinds_of = fast.TABLE, fast.KINDS
         if self._fjson_b is None:
             self._fjson_b = _jstr(self.file).encode()
-        n = len(lines)
-        i = 0
-        while i < n:
-            if self._prev_cr or self._end_hint:
-                nxt = i + 1
-            else:
+        end = len(src) + 1 if is_bytes else len(src)  # the cursor past the last line
+        cur = 0
+        lineno = first
+        bad = 0
+        while cur < end:
+            nxt = -1
+            if not (self._prev_cr or self._end_hint):
                 lt = self.last_ts
                 if lt is not self._ltj_of:
                     self._ltj = b"null" if lt is None else ('"' + lt.isoformat() + '"').encode()
                     self._ltj_of = lt
-                chunk, j, nxt, counts, lts, _ = scan(
-                    table, lines, i, first, self.year, self._last_month, self._ltj, self._fjson_b, self.keep_text, mode)
-                if j > i:
-                    cur = self._cur
-                    if cur is not None:
+                chunk, stop, done, nxt, counts, lts, _ = scan(
+                    table, src, cur, lineno, self.year, self._last_month, self._ltj, self._fjson_b, self.keep_text, mode)
+                if done:
+                    c = self._cur
+                    if c is not None:
                         self._mode = mode
-                        ev = self._finish(cur)
+                        ev = self._finish(c)
                         self._cur = None
                         if out is not None:
                             out.append(ev.encode())
                     if out is not None:
                         out.append(chunk)
                     kinds = self.kinds
-                    for k, c in enumerate(counts):
-                        if c:
-                            kinds[kinds_of[k]] += c
-                    self.lines += j - i
-                    self.covered += j - i
+                    for k, n in enumerate(counts):
+                        if n:
+                            kinds[kinds_of[k]] += n
+                    self.lines += done
+                    self.covered += done
                     if lts is not None:
                         self._ts(*[f"{v:02d}" for v in lts])
-                    i = j
-                    if i >= n:
+                    cur = stop
+                    lineno += done
+                    if cur >= end:
                         break
-            stop = min(max(nxt, i + 1), n)
-            self._run_b(zip(range(first + i, first + stop), lines[i:stop]), out, mode)
-            i = stop
+            # the Python state machine takes [cur, nxt): at least the line the scanner stopped at
+            if is_bytes:
+                if nxt <= cur:
+                    nl = src.find(b"\n", cur)  # type: ignore[union-attr]
+                    nxt = end if nl < 0 else nl + 1
+                seg = src[cur:nxt - 1] if nxt < end else src[cur:]
+                lines, b = decode_lines(seg)  # type: ignore[arg-type]
+                bad += b
+            else:
+                nxt = min(max(nxt, cur + 1), end)
+                lines = src[cur:nxt]  # type: ignore[assignment]
+            self._run_b(zip(range(lineno, lineno + len(lines)), lines), out, mode)
+            lineno += len(lines)
+            cur = nxt
+        return bad
 
     def _run_b(self, lines: Iterable[tuple[int, str]], out: list[Any] | None, mode: int) -> None:
         """``_run`` appending one UTF-8 chunk to ``out`` (modes 1 and 2 of ``_block``)."""
@@ -685,6 +719,22 @@ def _access(msg: str) -> tuple[LinePattern, str | None, dict[str, Any]] | None:
 _ACCESS = next(p for p in MESSAGES.patterns if p.id == "uvicorn.access")
 _dumps = orjson.dumps
 _NL = orjson.OPT_APPEND_NEWLINE
+
+
+def decode_lines(body: bytes) -> tuple[list[str], int]:
+    """``\\n``-joined lines → str lines, and how many had invalid UTF-8 (those decoded with replacement)."""
+    try:
+        return body.decode("utf-8").split("\n"), 0
+    except UnicodeDecodeError:
+        out: list[str] = []
+        bad = 0
+        for x in body.split(b"\n"):
+            try:
+                out.append(x.decode("utf-8"))
+            except UnicodeDecodeError:
+                bad += 1
+                out.append(x.decode("utf-8", "replace"))
+        return out, bad
 
 
 def _jstr(s: str) -> str:

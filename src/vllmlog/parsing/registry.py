@@ -45,28 +45,37 @@ class LinePattern:
     """Optional template of the same message for the compiled fast path (see ``parsing/fast.py``)."""
     fast_conv: dict[str, Callable[[str], Any]] | None = None
     """Converters the fast path uses instead of the catalogue's (to mirror what ``post`` does)."""
-    compiled: re.Pattern[str] = field(init=False, repr=False)
-    _groups: list[tuple[int, str, Callable[[str], Any] | None]] = field(init=False, repr=False)
-    _rid: int = field(init=False, repr=False)
+    _compiled: re.Pattern[str] | None = field(init=False, repr=False, default=None)
+    _groups: list[tuple[int, str, Callable[[str], Any] | None]] = field(init=False, repr=False, default_factory=list)
+    _rid: int = field(init=False, repr=False, default=0)
 
     def __post_init__(self) -> None:
         if not self.prefix:
             self.prefix = None
         if self.prefix is None and self.contains is None:
             raise ValueError(f"pattern {self.id} needs a prefix or a contains literal")
-        self.compiled = re.compile(self.regex)
-        # (group index, field name, converter) once, instead of a catalogue lookup per match
-        self._groups = [
-            (i, k, converter(k)) for k, i in sorted(self.compiled.groupindex.items(), key=lambda kv: kv[1])
-            if k != "request_id" and not k.startswith("_")
-        ]
-        self._rid = self.compiled.groupindex.get("request_id", 0)
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        """The compiled regex (compiled on first use: ~300 patterns, most never tried by a given log)."""
+        c = self._compiled
+        if c is None:
+            c = re.compile(self.regex)
+            # (group index, field name, converter) once, instead of a catalogue lookup per match
+            self._groups = [
+                (i, k, converter(k)) for k, i in sorted(c.groupindex.items(), key=lambda kv: kv[1])
+                if k != "request_id" and not k.startswith("_")
+            ]
+            self._rid = c.groupindex.get("request_id", 0)
+            self._compiled = c
+        return c
 
     def match(self, msg: str) -> tuple[str | None, dict[str, Any]] | None:
         """Match a message; return ``(request_id, typed fields)`` or None."""
         if self.contains is not None and self.contains not in msg:
             return None
-        m = self.compiled.match(msg) if self.prefix is not None else self.compiled.search(msg)
+        c = self._compiled or self.compiled
+        m = c.match(msg) if self.prefix is not None else c.search(msg)
         if m is None:
             return None
         rid = m.group(self._rid) if self._rid else None
