@@ -26,7 +26,9 @@ typedef struct {
     int is_rid;
     int is_str;       /* output as a JSON string (escaped raw text) */
     PyObject *memo;   /* raw str -> JSON text (str); NULL for strings */
-    int native_int;   /* the converter is to_int over digits/commas: written here, no Python call */
+    int native_int;   /* 1: to_int over digits/commas, written here; 2 to_float, 3 to_ratio, 4 to_seconds: the
+                       * number is parsed (strtod) and written as Python's repr when that has no exponent (the
+                       * form orjson writes too); anything else goes through the memo (Python) */
     struct MemoSlot *cache;  /* direct-mapped cache in front of the memo (raw bytes -> JSON bytes) */
 } Part;
 
@@ -360,7 +362,8 @@ typedef struct {
 } Info;
 
 /* Parse one line: the template entry it matches (holes filled, info set), or NULL. No state is consulted. */
-static const Entry *classify(const Table *t, const char *s, Py_ssize_t n, int year, Info *in, Span *holes, int *quotes_out) {
+static const Entry *classify(const Table *t, const char *s, Py_ssize_t n, int year, Info *in, Span *holes, int *quotes_out,
+                             int ascii_only) {
     if (n < 6) return NULL;
     const char *end = s + n;
     int quotes = 0;
@@ -374,12 +377,13 @@ static const Entry *classify(const Table *t, const char *s, Py_ssize_t n, int ye
             uint64_t x;
             memcpy(&x, c, 8);
             if ((x - ones * 0x20) & ~x & highs) return NULL;
+            if (ascii_only && (x & highs)) return NULL;
             uint64_t q = x ^ (ones * '"'), bs = x ^ (ones * '\\');
             acc_q |= ((q - ones) & ~q & highs) | ((bs - ones) & ~bs & highs);
         }
         for (; c < end; c++) {
             unsigned char u = (unsigned char)*c;
-            if (u < 0x20) return NULL;
+            if (u < 0x20 || (ascii_only && u >= 0x80)) return NULL;
             if (u == '"' || u == '\\') quotes = 1;
         }
         if (acc_q) quotes = 1;
@@ -488,9 +492,7 @@ static inline int src_line(const Src *src, Py_ssize_t cur, const char **s, Py_ss
     *s = b;
     *n = le - cur;
     *next = le + 1;
-    for (Py_ssize_t k = 0; k < *n; k++)
-        if ((unsigned char)b[k] >= 0x80) { *ok = 0; break; }
-    return 1;
+    return 1;  /* non-ASCII bytes: classify(ascii_only) rejects the line */
 }
 
 /* scan(table, src, start, first_lineno, year, month, last_ts_json: bytes, file_json: bytes, keep_text, mode)
@@ -530,19 +532,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Span holes[MAXH];
     Info in;
     if (mode == 1) {
-        Py_ssize_t guess = 0;
-        if (src.list) {
-            for (Py_ssize_t k = start; k < src.nlines; k++) {
-                PyObject *o = PyList_GET_ITEM(src.list, k);
-                guess += (PyUnicode_Check(o) ? PyUnicode_GET_LENGTH(o) : 0) + 280 + fjn;
-            }
-        } else if (start <= src.blen) {
-            Py_ssize_t nl = 1;
-            const char *c = src.buf + start, *e = src.buf + src.blen;
-            while ((c = (const char *)memchr(c, '\n', e - c)) != NULL) { nl++; c++; }
-            guess = (src.blen - start) + nl * (280 + fjn);
-        }
-        if (guess && buf_reserve(&b, guess) < 0) { PyMem_Free(counts); return NULL; }
+        /* a first guess at the output size (it grows if needed; a scan often stops early, so no exact count) */
+        Py_ssize_t guess = src.list ? (src.nlines - start) * (320 + fjn) : (src.blen - start) * 4 + 4096;
+        if (guess > (16 << 20)) guess = 16 << 20;
+        if (guess > 0 && buf_reserve(&b, guess) < 0) { PyMem_Free(counts); return NULL; }
     }
     /* '{"file":<file>,"line":' once */
     Buf head = {NULL, NULL, 0, 0};
@@ -559,7 +552,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     while (src_line(&src, cur, &s, &n, &nxtcur, &lok)) {
         if (!lok) break;
         int quotes;
-        const Entry *hit = classify(t, s, n, year > 0 ? year : 2000, &in, holes, &quotes);
+        const Entry *hit = classify(t, s, n, year > 0 ? year : 2000, &in, holes, &quotes, src.buf != NULL);
         if (!hit) break;
         if (in.src == SRC_ENV && in.mo != month) break;
         if (hit->check_next) {
@@ -625,7 +618,55 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                     if (buf_put(&b, "\"", 1) < 0 || buf_esc(&b, sp.s, sp.n) < 0 || buf_put(&b, "\"", 1) < 0) { err = 1; break; }
                     continue;
                 }
-                if (p->native_int) {
+                if (p->native_int >= 2) {
+                    struct MemoSlot *sl = sp.n <= 22 ? &p->cache[slot_of(sp.s, sp.n)] : NULL;
+                    if (sl && sl->rawn == sp.n && sl->jsonn && memcmp(sl->raw, sp.s, sp.n) == 0) {
+                        if (buf_put(&b, sl->json, sl->jsonn) < 0) { err = 1; break; }
+                        continue;
+                    }
+                    char num[40];
+                    int k = 0, bad = 0;
+                    double mult = 1.0;
+                    Py_ssize_t c = 0;
+                    for (; c < sp.n && k < 38; c++) {
+                        char ch = sp.s[c];
+                        if (isdig(ch) || ch == '.') num[k++] = ch;
+                        else if (ch != ',') break;
+                    }
+                    if (c < sp.n) {  /* a unit after the number (seconds): spaces, then 'ms' or 's' */
+                        if (p->native_int != 4) bad = 1;
+                        while (c < sp.n && sp.s[c] == ' ') c++;
+                        if (sp.n - c == 2 && sp.s[c] == 'm' && sp.s[c + 1] == 's') mult = 1e-3;
+                        else if (!(sp.n - c == 1 && sp.s[c] == 's')) bad = 1;
+                    }
+                    num[k] = 0;
+                    char *endp = NULL;
+                    double v = 0.0;
+                    if (!bad && k > 0) {
+                        v = PyOS_string_to_double(num, &endp, NULL);
+                        if (v == -1.0 && PyErr_Occurred()) { PyErr_Clear(); bad = 1; }
+                        else if (!endp || *endp) bad = 1;  /* '1.2.3', '.': float() refuses, the memo says null */
+                    } else
+                        bad = 1;
+                    if (!bad) {
+                        if (p->native_int == 3) v = v / 100.0;
+                        else if (p->native_int == 4) v = v * mult;
+                        char *r = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+                        if (!r) { err = 1; break; }
+                        size_t rn = strlen(r);
+                        int plain = rn < 40 && !strpbrk(r, "eni");  /* no exponent, inf or nan */
+                        if (plain) {
+                            if (buf_put(&b, r, (Py_ssize_t)rn) < 0) { PyMem_Free(r); err = 1; break; }
+                            if (sl) {
+                                memcpy(sl->raw, sp.s, sp.n); sl->rawn = (unsigned char)sp.n;
+                                memcpy(sl->json, r, rn); sl->jsonn = (unsigned char)rn;
+                            }
+                        }
+                        PyMem_Free(r);
+                        if (plain) continue;
+                    }
+                }
+                if (p->native_int == 1) {
                     /* to_int over [0-9,]: drop commas and leading zeros; nothing left of the digits -> null */
                     char dg[24];
                     int nd = 0, any = 0, big = 0;
@@ -697,7 +738,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         probe = after;
         while (src_line(&src, probe, &s, &n, &after, &lok)) {
             int quotes;
-            if (lok && classify(t, s, n, year > 0 ? year : 2000, &in, holes, &quotes)) break;
+            if (lok && classify(t, s, n, year > 0 ? year : 2000, &in, holes, &quotes, src.buf != NULL)) break;
             probe = after;
         }
     }
@@ -717,7 +758,9 @@ static PyObject *count_lines(PyObject *self, PyObject *arg) {
     if (!PyBytes_Check(arg)) { PyErr_SetString(PyExc_TypeError, "bytes expected"); return NULL; }
     const char *c = PyBytes_AS_STRING(arg), *e = c + PyBytes_GET_SIZE(arg);
     Py_ssize_t n = 0;
+    Py_BEGIN_ALLOW_THREADS  /* bytes are immutable and referenced by the caller */
     while ((c = (const char *)memchr(c, '\n', e - c)) != NULL) { n++; c++; }
+    Py_END_ALLOW_THREADS
     return PyLong_FromSsize_t(n);
 }
 

@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 import orjson
 
-from .fields import converter, to_int, to_str
+from .fields import converter, to_float, to_int, to_ratio, to_seconds, to_str
 from .registry import MESSAGES, LinePattern, Registry
 
 try:  # pragma: no cover - depends on the build
@@ -118,7 +118,13 @@ def _entry(p: LinePattern, index: int, src: int) -> tuple[Any, ...]:
         conv = (p.fast_conv or {}).get(name, converter(name)) if shown else None
         is_str = shown and (conv is None or conv is to_str)
         memo = Memo(conv) if shown and not is_str else None  # type: ignore[arg-type]
-        native = int(shown and conv is to_int and typ in ("digits", "numc"))
+        native = 0
+        if shown and typ in ("digits", "numc") and conv is to_int:
+            native = 1
+        elif shown and typ in ("digits", "num", "numc", "numcd"):
+            native = {to_float: 2, to_ratio: 3, to_seconds: 4}.get(conv, 0)  # type: ignore[arg-type]
+        elif shown and typ == "sec" and conv is to_seconds:
+            native = 4
         out.append((HOLE_TYPES[typ], None, f',"{name}":'.encode() if shown else None, int(name == "request_id"), int(is_str), memo, native))
     kind_json = f',"kind":{orjson.dumps(p.kind).decode()},"request_id":'.encode()
     strict = int(p.id == "handbook.decode_step")

@@ -4,8 +4,8 @@ The file is cut into chunks at *safe boundaries*: a line that certainly starts a
 before it — a vLLM-enveloped line whose message a pattern recognises, that is not part of a traceback, and
 whose previous line does not end in ``\\r`` (NewLineFormatter's continuation mark). At such a line the
 sequential parser would finish the open record, so a worker can start there with an empty state. The parent
-counts newlines to give every chunk its first line number, and carries the year across chunks (Dec → Jan
-rollover between chunk boundaries). Workers write their JSON lines straight to the output file descriptor,
+counts newlines to give every chunk its first line number (while the workers parse the chunks before it), and
+carries the year across chunks (Dec → Jan rollover between chunk boundaries). Workers write their JSON lines straight to the output file descriptor,
 in chunk order (a turn counter), so no event crosses a pipe; only small counters come back.
 """
 
@@ -112,13 +112,23 @@ def plan(path: str, chunk: int = CHUNK_BYTES) -> list[tuple[int, int, int]]:
     return out
 
 
-def _line_starts(path: str, spans: list[tuple[int, int, int]]) -> list[int]:
-    """First line number of every chunk (newlines counted by the parent, a fast C scan)."""
-    firsts = []
+def _tasks(path: str, spans: list[tuple[int, int, int]], year: int | None, y0: int, m0: int, mt_year: int, mt_month: int,
+           keep_text: bool, mode: int) -> Iterator[tuple[int, str, int, int, int, int, int, int, bool, int]]:
+    """The workers' tasks, each with its first line number: the newlines of a chunk are counted after its task
+    is handed out (the pool's task thread runs this while the workers parse; the count releases the GIL)."""
     n = 0
+    y, last = y0, m0
     with open(path, "rb") as f:
-        for start, end, _ in spans:
-            firsts.append(n + 1)
+        for i, (start, end, month) in enumerate(spans):
+            first = n + 1
+            if i == 0:  # exactly what the sequential parser does at the file's start
+                yield (i, path, start, end, first, year if year is not None else mt_year, 0,
+                       mt_month if year is None else 0, keep_text, mode)
+            else:
+                if last == 12 and month == 1:
+                    y += 1
+                last = month
+                yield (i, path, start, end, first, y, month, 0, keep_text, mode)
             f.seek(start)
             left = end - start
             while left > 0:
@@ -127,7 +137,6 @@ def _line_starts(path: str, spans: list[tuple[int, int, int]]) -> list[int]:
                     break
                 n += fast.count_nl(b)
                 left -= len(b)
-    return firsts
 
 
 # ------------------------------------------------------------------ worker side
@@ -294,23 +303,12 @@ def run(
 ) -> Iterator[ChunkResult]:
     """Parse ``path`` with ``jobs`` processes; JSON lines go to ``fd`` (None: count only). Yields chunk results in order."""
     spans = plan(path, chunk)
-    firsts = _line_starts(path, spans)
     y0, m0 = _first_year(path, year)
     from ..reader import mtime_of
 
     mt = mtime_of(path)
     mode = 1 if fd is not None else 2
-    tasks = []
-    y, last = y0, m0
-    for i, ((start, end, month), first) in enumerate(zip(spans, firsts)):
-        if i == 0:  # exactly what the sequential parser does at the file's start
-            tasks.append((i, path, start, end, first, year if year is not None else mt.year, 0,
-                          mt.month if year is None else 0, keep_text, mode))
-            continue
-        if last == 12 and month == 1:
-            y += 1
-        last = month
-        tasks.append((i, path, start, end, first, y, month, 0, keep_text, mode))
+    tasks = _tasks(path, spans, year, y0, m0, mt.year, mt.month, keep_text, mode)
     ctx = mp.get_context("fork")
     turn = ctx.Value("i", 0)
     cond = ctx.Condition()
