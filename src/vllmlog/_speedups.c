@@ -12,6 +12,7 @@
 #include <Python.h>
 #include <string.h>
 #include <stdint.h>
+#include <datetime.h>
 
 enum { P_LIT = 0, H_DIGITS, H_NUM, H_NUMC, H_NUMCD, H_ID, H_TOK, H_WORD, H_UPPER, H_SEC, H_D3, H_TAIL };
 enum { SRC_ENV = 0, SRC_UVICORN = 1 };
@@ -30,6 +31,9 @@ typedef struct {
                        * number is parsed (strtod) and written as Python's repr when that has no exponent (the
                        * form orjson writes too); anything else goes through the memo (Python) */
     struct MemoSlot *cache;  /* direct-mapped cache in front of the memo (raw bytes -> JSON bytes) */
+    PyObject *name;   /* field name (str) for Event.fields */
+    PyObject *conv;   /* the Python converter (None: keep the string) */
+    PyObject *values; /* dict raw str -> converted value (Event mode) */
 } Part;
 
 #define CACHE_SLOTS 2048
@@ -55,6 +59,8 @@ typedef struct {
     int strict_decode;/* Decode line in the pure-Python fast path's exact form: no next-line check */
     int nparts;
     Part *parts;
+    PyObject *kind;       /* str */
+    PyObject *pattern_id; /* str */
 } Entry;
 
 typedef struct {
@@ -131,9 +137,11 @@ static void table_free(Table *t) {
         PyMem_Free(e->kind_json); PyMem_Free(e->prefix); PyMem_Free(e->contains);
         for (int j = 0; j < e->nparts; j++) {
             PyMem_Free(e->parts[j].lit); PyMem_Free(e->parts[j].key); PyMem_Free(e->parts[j].cache);
+            Py_XDECREF(e->parts[j].name); Py_XDECREF(e->parts[j].conv); Py_XDECREF(e->parts[j].values);
             Py_XDECREF(e->parts[j].memo);
         }
         PyMem_Free(e->parts);
+        Py_XDECREF(e->kind); Py_XDECREF(e->pattern_id);
     }
     PyMem_Free(t->e);
     PyMem_Free(t);
@@ -182,9 +190,11 @@ static PyObject *compile_table(PyObject *self, PyObject *args) {
         }
         PyObject *parts;
         PyObject *kj;
-        if (!PyArg_ParseTuple(it, "siiOiiO!", &tag, &e->index, &e->src, &kj, &e->check_next, &e->strict_decode,
-                              &PyList_Type, &parts))
+        if (!PyArg_ParseTuple(it, "siiOiiO!UU", &tag, &e->index, &e->src, &kj, &e->check_next, &e->strict_decode,
+                              &PyList_Type, &parts, &e->kind, &e->pattern_id))
             goto fail;
+        Py_INCREF(e->kind);
+        Py_INCREF(e->pattern_id);
         e->etype = E_TMPL;
         if (e->index + 1 > t->ntemplates) t->ntemplates = e->index + 1;
         e->kind_json = dup_bytes(kj, &e->kind_json_len);
@@ -195,7 +205,15 @@ static PyObject *compile_table(PyObject *self, PyObject *args) {
         for (int j = 0; j < e->nparts; j++) {
             PyObject *pt = PyList_GET_ITEM(parts, j), *lit, *key, *memo;
             Part *p = &e->parts[j];
-            if (!PyArg_ParseTuple(pt, "iOOiiOi", &p->type, &lit, &key, &p->is_rid, &p->is_str, &memo, &p->native_int)) goto fail;
+            PyObject *name, *conv;
+            if (!PyArg_ParseTuple(pt, "iOOiiOiOO", &p->type, &lit, &key, &p->is_rid, &p->is_str, &memo, &p->native_int,
+                                  &name, &conv)) goto fail;
+            if (name != Py_None) { Py_INCREF(name); p->name = name; }
+            if (conv != Py_None) {
+                Py_INCREF(conv); p->conv = conv;
+                p->values = PyDict_New();
+                if (!p->values) goto fail;
+            }
             if (memo != Py_None) {
                 p->cache = (struct MemoSlot *)PyMem_Calloc(CACHE_SLOTS, sizeof(struct MemoSlot));
                 if (!p->cache) { PyErr_NoMemory(); goto fail; }
@@ -495,6 +513,155 @@ static inline int src_line(const Src *src, Py_ssize_t cur, const char **s, Py_ss
     return 1;  /* non-ASCII bytes: classify(ascii_only) rejects the line */
 }
 
+static PyObject *LEVELS[6];  /* interned level names, by length of the level word and first letter */
+
+static PyObject *level_str(const char *s, int L) {
+    int k = s[0] == 'I' ? 0 : s[0] == 'D' ? 1 : s[0] == 'W' ? 2 : s[0] == 'E' ? 3 : s[0] == 'C' ? 4 : 5;
+    if (!LEVELS[k]) {
+        LEVELS[k] = PyUnicode_FromStringAndSize(s, L);
+        if (!LEVELS[k]) return NULL;
+        PyUnicode_InternInPlace(&LEVELS[k]);
+    }
+    Py_INCREF(LEVELS[k]);
+    return LEVELS[k];
+}
+
+/* the digits of to_int over [0-9,]: 0 ok (dg/nd set, nd == 0 means "0"), 1 no digits (None), 2 too long */
+static int int_digits(const char *s, Py_ssize_t n, char *dg, int *nd_out) {
+    int nd = 0, any = 0;
+    for (Py_ssize_t c = 0; c < n; c++) {
+        char ch = s[c];
+        if (ch == ',') continue;
+        any = 1;
+        if (nd == 0 && ch == '0') continue;
+        if (nd >= 18) return 2;
+        dg[nd++] = ch;
+    }
+    *nd_out = nd;
+    return any ? 0 : 1;
+}
+
+/* to_float / to_ratio / to_seconds of a [0-9.,]+ run (+ ' '* 'ms'|'s' for seconds): 0 ok, 1 not a plain number */
+static int native_double(const Part *p, const char *s, Py_ssize_t n, double *out) {
+    char num[40];
+    int k = 0;
+    double mult = 1.0;
+    Py_ssize_t c = 0;
+    for (; c < n && k < 38; c++) {
+        char ch = s[c];
+        if (isdig(ch) || ch == '.') num[k++] = ch;
+        else if (ch != ',') break;
+    }
+    if (c < n) {
+        if (p->native_int != 4) return 1;
+        while (c < n && s[c] == ' ') c++;
+        if (n - c == 2 && s[c] == 'm' && s[c + 1] == 's') mult = 1e-3;
+        else if (!(n - c == 1 && s[c] == 's')) return 1;
+    }
+    if (k == 0) return 1;
+    num[k] = 0;
+    char *endp = NULL;
+    double v = PyOS_string_to_double(num, &endp, NULL);
+    if (v == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return 1; }
+    if (!endp || *endp) return 1;
+    if (p->native_int == 3) v = v / 100.0;
+    else if (p->native_int == 4) v = v * mult;
+    *out = v;
+    return 0;
+}
+
+/* the Python value of a hole for Event.fields (new reference): the pattern's converter, natively when it is
+ * one of the catalogue's number converters, else through a memo of the Python converter */
+static PyObject *hole_value(const Part *p, const char *s, Py_ssize_t n) {
+    if (p->is_str) return PyUnicode_FromStringAndSize(s, n);
+    if (p->native_int == 1) {
+        char dg[24];
+        int nd;
+        int r = int_digits(s, n, dg, &nd);
+        if (r == 1) Py_RETURN_NONE;
+        if (r == 0) {
+            long long v = 0;
+            for (int i = 0; i < nd; i++) v = v * 10 + (dg[i] - '0');
+            return PyLong_FromLongLong(v);
+        }
+    } else if (p->native_int >= 2) {
+        double v;
+        if (native_double(p, s, n, &v) == 0) return PyFloat_FromDouble(v);
+    }
+    PyObject *key = PyUnicode_FromStringAndSize(s, n);
+    if (!key) return NULL;
+    PyObject *v = PyDict_GetItemWithError(p->values, key);
+    if (v) { Py_INCREF(v); Py_DECREF(key); return v; }
+    if (PyErr_Occurred()) { Py_DECREF(key); return NULL; }
+    v = PyObject_CallOneArg(p->conv, key);
+    if (v) {
+        if (PyDict_GET_SIZE(p->values) >= 65536) PyDict_Clear(p->values);
+        if (PyDict_SetItem(p->values, key, v) < 0) { Py_DECREF(v); v = NULL; }
+    }
+    Py_DECREF(key);
+    return v;
+}
+
+/* one Event (Event mode): file, line, line_end, ts, level, process, source, kind, request_id, fields, text,
+ * pattern, template, ts_inherited */
+static PyObject *build_event(PyObject *cls, PyObject *file, Py_ssize_t lineno, PyObject *ts, const char *s, Py_ssize_t n,
+                             PyObject *line_obj, const Info *in, const Entry *hit, const Span *holes, int keep_text,
+                             PyObject **src_cache, const char **src_cache_s, Py_ssize_t *src_cache_n) {
+    PyObject *ln = NULL, *lvl = NULL, *srco = NULL, *rid = NULL, *fields = NULL, *text = NULL, *ev = NULL;
+    ln = PyLong_FromSsize_t(lineno);
+    lvl = level_str(s, in->L);
+    if (!ln || !lvl) goto done;
+    if (in->src == SRC_ENV) {
+        if (*src_cache && *src_cache_n == in->srcn && memcmp(*src_cache_s, in->srcs, in->srcn) == 0) {
+            srco = *src_cache;
+            Py_INCREF(srco);
+        } else {
+            srco = PyUnicode_FromStringAndSize(in->srcs, in->srcn);
+            if (!srco) goto done;
+            Py_XDECREF(*src_cache);
+            *src_cache = srco;
+            Py_INCREF(srco);
+            *src_cache_s = in->srcs;
+            *src_cache_n = in->srcn;
+        }
+    } else {
+        srco = Py_None;
+        Py_INCREF(srco);
+    }
+    fields = PyDict_New();
+    if (!fields) goto done;
+    int h = 0;
+    for (int j = 0; j < hit->nparts; j++) {
+        const Part *p = &hit->parts[j];
+        if (p->type == P_LIT) continue;
+        Span sp = holes[h++];
+        if (p->is_rid) {
+            rid = PyUnicode_FromStringAndSize(sp.s, sp.n);
+            if (!rid) goto done;
+            continue;
+        }
+        if (!p->name) continue;
+        PyObject *v = hole_value(p, sp.s, sp.n);
+        if (!v) goto done;
+        int r = PyDict_SetItem(fields, p->name, v);
+        Py_DECREF(v);
+        if (r < 0) goto done;
+    }
+    if (!rid) { rid = Py_None; Py_INCREF(rid); }
+    if (!keep_text) text = PyUnicode_FromStringAndSize("", 0);
+    else if (line_obj) { text = line_obj; Py_INCREF(text); }
+    else text = PyUnicode_FromStringAndSize(s, n);
+    if (!text) goto done;
+    {
+        PyObject *args[14] = {file, ln, ln, ts ? ts : Py_None, lvl, Py_None, srco, hit->kind, rid, fields, text,
+                              hit->pattern_id, Py_None, in->src == SRC_UVICORN ? Py_True : Py_False};
+        ev = PyObject_Vectorcall(cls, args, 14, NULL);
+    }
+done:
+    Py_XDECREF(ln); Py_XDECREF(lvl); Py_XDECREF(srco); Py_XDECREF(rid); Py_XDECREF(fields); Py_XDECREF(text);
+    return ev;
+}
+
 /* scan(table, src, start, first_lineno, year, month, last_ts_json: bytes, file_json: bytes, keep_text, mode)
  * src: a list of str, or bytes of '\n'-separated lines (no final newline).
  * -> (out: bytes|None, stop, consumed, next, counts: list[int], last_ts: (mo, dd, hh, mi, ss)|None, last_ts_json)
@@ -504,13 +671,25 @@ static inline int src_line(const Src *src, Py_ssize_t cur, const char **s, Py_ss
  * handleable (the caller parses [stop, next) itself). month: the parser's current month (an enveloped line of
  * another month is left to Python: rollover, year bookkeeping). */
 static PyObject *scan(PyObject *self, PyObject *args) {
-    PyObject *cap, *lines, *ltj, *fj;
+    PyObject *cap, *lines, *ltj, *fj, *event_cls = NULL, *last_ts = Py_None, *file_str = NULL;
     Py_ssize_t start, first;
     int year, month, keep_text, mode;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOnniiO!O!pi", &cap, &lines, &start, &first, &year, &month,
-                          &PyBytes_Type, &ltj, &PyBytes_Type, &fj, &keep_text, &mode))
+    if (!PyArg_ParseTuple(args, "OOnniiO!O!pi|OOO", &cap, &lines, &start, &first, &year, &month,
+                          &PyBytes_Type, &ltj, &PyBytes_Type, &fj, &keep_text, &mode, &event_cls, &last_ts, &file_str))
         return NULL;
+    if (mode == 0 && (!event_cls || !file_str)) {
+        PyErr_SetString(PyExc_TypeError, "mode 0 needs event_cls, last_ts, file_str");
+        return NULL;
+    }
+    PyObject *events = NULL, *cur_dt = NULL, *src_cache = NULL;
+    const char *src_cache_s = NULL;
+    Py_ssize_t src_cache_n = 0;
+    if (mode == 0) {
+        events = PyList_New(0);
+        if (!events) return NULL;
+        Py_INCREF(last_ts);
+    }
     Table *t = (Table *)PyCapsule_GetPointer(cap, "vllmlog.fasttable");
     if (!t) return NULL;
     Src src = {NULL, 0, NULL, 0};
@@ -580,6 +759,31 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         } else {
             memcpy(curts, lastts, lastts_n);
             curts_n = lastts_n;
+        }
+        if (mode == 0) {
+            PyObject *ts;
+            if (in.src == SRC_ENV) {
+                if (!cur_dt || in.mo != lt[0] || in.dd != lt[1] || in.hh != lt[2] || in.mi != lt[3] || in.ss != lt[4]) {
+                    PyObject *d = PyDateTime_FromDateAndTime(year, in.mo, in.dd, in.hh, in.mi, in.ss, 0);
+                    if (!d) { err = 1; break; }
+                    Py_XDECREF(cur_dt);
+                    cur_dt = d;
+                }
+                ts = cur_dt;
+            } else
+                ts = last_ts;
+            PyObject *ev = build_event(event_cls, file_str, first + consumed, ts, s, n,
+                                       src.list ? PyList_GET_ITEM(src.list, cur) : NULL, &in, hit, holes, keep_text,
+                                       &src_cache, &src_cache_s, &src_cache_n);
+            if (!ev) { err = 1; break; }
+            int r = PyList_Append(events, ev);
+            Py_DECREF(ev);
+            if (r < 0) { err = 1; break; }
+            if (in.src == SRC_ENV) {
+                Py_DECREF(last_ts);
+                last_ts = cur_dt;
+                Py_INCREF(last_ts);
+            }
         }
         if (mode == 1) {
             Py_ssize_t mark = b.n, lineno = first + consumed;
@@ -724,9 +928,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     Py_XDECREF(key);
     Py_XDECREF(val);
+    Py_XDECREF(cur_dt);
+    Py_XDECREF(src_cache);
+    if (mode == 0) Py_DECREF(last_ts);
     buf_free(&head);
     if (err) {
         buf_free(&b);
+        Py_XDECREF(events);
         PyMem_Free(counts);
         return NULL;
     }
@@ -742,7 +950,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             probe = after;
         }
     }
-    PyObject *out = mode == 1 ? buf_finish(&b) : (Py_INCREF(Py_None), Py_None);
+    PyObject *out = mode == 1 ? buf_finish(&b) : mode == 0 ? events : (Py_INCREF(Py_None), Py_None);
     buf_free(&b);
     PyObject *cl = PyList_New(t->ntemplates);
     for (int k = 0; cl && k < t->ntemplates; k++) PyList_SET_ITEM(cl, k, PyLong_FromLong(counts[k]));
@@ -773,4 +981,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_speedups", "Compiled fast path of the vllmlog line parser.", -1, methods};
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&mod); }
+PyMODINIT_FUNC PyInit__speedups(void) {
+    PyDateTime_IMPORT;
+    if (!PyDateTimeAPI) return NULL;
+    return PyModule_Create(&mod);
+}

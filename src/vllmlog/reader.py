@@ -103,7 +103,7 @@ def iter_batches(
     for parser, ist, blocks in _parsers(paths, year, st, keep_text, block):
         done_bytes = 0
         for first, lines in blocks:
-            evs = parser.feed(zip(range(first, first + len(lines)), lines))
+            evs = parser.feed_lines(first, lines)
             if evs:
                 _account(st, evs)
                 yield evs

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import Any, Callable
 
 import orjson
@@ -111,7 +112,7 @@ def _entry(p: LinePattern, index: int, src: int) -> tuple[Any, ...]:
     out = []
     for kind, a, typ in parts:
         if kind == "lit":
-            out.append((0, a.encode(), None, 0, 0, None, 0))
+            out.append((0, a.encode(), None, 0, 0, None, 0, None, None))
             continue
         name = a
         shown = name != "request_id" and not name.startswith("_")
@@ -125,10 +126,11 @@ def _entry(p: LinePattern, index: int, src: int) -> tuple[Any, ...]:
             native = {to_float: 2, to_ratio: 3, to_seconds: 4}.get(conv, 0)  # type: ignore[arg-type]
         elif shown and typ == "sec" and conv is to_seconds:
             native = 4
-        out.append((HOLE_TYPES[typ], None, f',"{name}":'.encode() if shown else None, int(name == "request_id"), int(is_str), memo, native))
+        out.append((HOLE_TYPES[typ], None, f',"{name}":'.encode() if shown else None, int(name == "request_id"), int(is_str), memo,
+                    native, sys.intern(name) if shown else None, conv if shown and not is_str else None))
     kind_json = f',"kind":{orjson.dumps(p.kind).decode()},"request_id":'.encode()
     strict = int(p.id == "handbook.decode_step")
-    return ("tmpl", index, src, kind_json, 1, strict, out)
+    return ("tmpl", index, src, kind_json, 1, strict, out, sys.intern(p.kind), p.id)
 
 
 def build(registry: Registry = MESSAGES, access: LinePattern | None = None) -> tuple[list[tuple[Any, ...]], list[str]]:

@@ -89,6 +89,12 @@ class LineParser:
         self._run(lines, out, 0)
         return out
 
+    def feed_lines(self, first: int, lines: list[str]) -> list[Event]:
+        """``feed`` for a list of consecutive lines numbered from ``first`` (the compiled fast path)."""
+        out: list[Any] = []
+        self._block(first, lines, out, 0)
+        return out
+
     def feed_jsonl(self, lines: Iterable[tuple[int, str]]) -> str:
         """Parse a batch; return the completed events as JSON lines (``Event.to_dict`` shape), fast."""
         out: list[Any] = []
@@ -153,8 +159,13 @@ class LineParser:
                 if lt is not self._ltj_of:
                     self._ltj = b"null" if lt is None else ('"' + lt.isoformat() + '"').encode()
                     self._ltj_of = lt
-                chunk, stop, done, nxt, counts, lts, _ = scan(
-                    table, src, cur, lineno, self.year, self._last_month, self._ltj, self._fjson_b, self.keep_text, mode)
+                if mode == 0:
+                    chunk, stop, done, nxt, counts, lts, _ = scan(
+                        table, src, cur, lineno, self.year, self._last_month, self._ltj, self._fjson_b, self.keep_text, 0,
+                        Event, self.last_ts, self.file)
+                else:
+                    chunk, stop, done, nxt, counts, lts, _ = scan(
+                        table, src, cur, lineno, self.year, self._last_month, self._ltj, self._fjson_b, self.keep_text, mode)
                 if done:
                     c = self._cur
                     if c is not None:
@@ -162,9 +173,12 @@ class LineParser:
                         ev = self._finish(c)
                         self._cur = None
                         if out is not None:
-                            out.append(ev.encode())
+                            out.append(ev.encode() if mode == 1 else ev)
                     if out is not None:
-                        out.append(chunk)
+                        if mode == 1:
+                            out.append(chunk)
+                        else:
+                            out.extend(chunk)
                     kinds = self.kinds
                     for k, n in enumerate(counts):
                         if n:
@@ -194,9 +208,9 @@ class LineParser:
         return bad
 
     def _run_b(self, lines: Iterable[tuple[int, str]], out: list[Any] | None, mode: int) -> None:
-        """``_run`` appending one UTF-8 chunk to ``out`` (modes 1 and 2 of ``_block``)."""
-        if out is None:
-            self._run(lines, None, mode)
+        """``_run`` appending one UTF-8 chunk to ``out`` (mode 1 of ``_block``; events or nothing otherwise)."""
+        if out is None or mode == 0:
+            self._run(lines, out, mode)
             return
         tmp: list[Any] = []
         self._run(lines, tmp, mode)
