@@ -178,7 +178,11 @@ class LiveState:
                 if seg.new_generation:
                     out += self._fold(self.parser.close())
                 self.pending_lines += len(seg.lines)
-                out += self._fold(self.parser.feed(seg.lines))
+                lines = seg.lines
+                if lines and lines[-1][0] - lines[0][0] == len(lines) - 1:  # consecutive: the compiled fast path
+                    out += self._fold(self.parser.feed_lines(lines[0][0], [t for _, t in lines]))
+                else:
+                    out += self._fold(self.parser.feed(lines))
             self._bound()
         return out
 
