@@ -3,9 +3,10 @@
 The file is cut into chunks at *safe boundaries*: a line that certainly starts a new record whatever came
 before it — a vLLM-enveloped line whose message a pattern recognises, that is not part of a traceback, and
 whose previous line does not end in ``\\r`` (NewLineFormatter's continuation mark). At such a line the
-sequential parser would finish the open record, so a worker can start there with an empty state. The parent
-counts newlines to give every chunk its first line number (while the workers parse the chunks before it), and
-carries the year across chunks (Dec → Jan rollover between chunk boundaries). Workers write their JSON lines straight to the output file descriptor,
+sequential parser would finish the open record, so a worker can start there with an empty state. Each worker
+publishes the newline count of the chunk it has just read; a chunk's first line number is one more than the
+counts of the chunks before it. The parent carries the year across chunks (Dec → Jan rollover between chunk
+boundaries). Workers write their JSON lines straight to the output file descriptor,
 in chunk order (a turn counter), so no event crosses a pipe; only small counters come back.
 """
 
@@ -112,40 +113,50 @@ def plan(path: str, chunk: int = CHUNK_BYTES) -> list[tuple[int, int, int]]:
     return out
 
 
-def _tasks(path: str, spans: list[tuple[int, int, int]], year: int | None, y0: int, m0: int, mt_year: int, mt_month: int,
-           keep_text: bool, mode: int) -> Iterator[tuple[int, str, int, int, int, int, int, int, bool, int]]:
-    """The workers' tasks, each with its first line number: the newlines of a chunk are counted after its task
-    is handed out (the pool's task thread runs this while the workers parse; the count releases the GIL)."""
-    n = 0
+def _tasks(spans: list[tuple[int, int, int]], path: str, year: int | None, y0: int, m0: int, mt_year: int, mt_month: int,
+           keep_text: bool, mode: int) -> list[tuple[int, str, int, int, int, int, int, int, bool, int]]:
+    """The workers' tasks; ``first`` (the chunk's first line number) is 0: the worker learns it from the
+    newline counts the workers of the earlier chunks publish (``_first_line``)."""
+    tasks = []
     y, last = y0, m0
-    with open(path, "rb") as f:
-        for i, (start, end, month) in enumerate(spans):
-            first = n + 1
-            if i == 0:  # exactly what the sequential parser does at the file's start
-                yield (i, path, start, end, first, year if year is not None else mt_year, 0,
-                       mt_month if year is None else 0, keep_text, mode)
-            else:
-                if last == 12 and month == 1:
-                    y += 1
-                last = month
-                yield (i, path, start, end, first, y, month, 0, keep_text, mode)
-            f.seek(start)
-            left = end - start
-            while left > 0:
-                b = f.read(min(left, 16 << 20))
-                if not b:
-                    break
-                n += fast.count_nl(b)
-                left -= len(b)
+    for i, (start, end, month) in enumerate(spans):
+        if i == 0:  # exactly what the sequential parser does at the file's start
+            tasks.append((i, path, start, end, 0, year if year is not None else mt_year, 0,
+                          mt_month if year is None else 0, keep_text, mode))
+            continue
+        if last == 12 and month == 1:
+            y += 1
+        last = month
+        tasks.append((i, path, start, end, 0, y, month, 0, keep_text, mode))
+    return tasks
 
 
 # ------------------------------------------------------------------ worker side
 _W: dict[str, Any] = {}
 
 
-def _init(turn: Any, cond: Any, fd: int | None) -> None:
-    _W["turn"], _W["cond"], _W["fd"] = turn, cond, fd
+def _init(turn: Any, cond: Any, fd: int | None, counts: Any) -> None:
+    _W["turn"], _W["cond"], _W["fd"], _W["counts"] = turn, cond, fd, counts
     tune_malloc()
+
+
+def _first_line(idx: int, newlines: int) -> int:
+    """Publish this chunk's newline count; wait for the earlier chunks' (each worker publishes right after
+    reading its chunk, and chunks are handed out in order, so they all arrive); return the first line number."""
+    counts, cond = _W["counts"], _W["cond"]
+    with cond:
+        counts[idx] = newlines
+        cond.notify_all()
+        while True:
+            total = 0
+            for k in range(idx):
+                c = counts[k]
+                if c < 0:
+                    break
+                total += c
+            else:
+                return total + 1
+            cond.wait(1.0)
 
 
 def tune_malloc() -> None:
@@ -172,6 +183,8 @@ def _work(task: tuple[int, str, int, int, int, int, int, int, bool, int]) -> Chu
         f.seek(start)
         data = f.read(end - start)
     res.bytes = len(data)
+    first = _first_line(idx, fast.count_nl(data))
+    task = (idx, path, start, end, first, year, month, hint, keep_text, mode)
     if data.endswith(b"\n"):
         data = data[:-1]
     if fast.AVAILABLE and (data or end > start):
@@ -308,11 +321,12 @@ def run(
 
     mt = mtime_of(path)
     mode = 1 if fd is not None else 2
-    tasks = _tasks(path, spans, year, y0, m0, mt.year, mt.month, keep_text, mode)
+    tasks = _tasks(spans, path, year, y0, m0, mt.year, mt.month, keep_text, mode)
     ctx = mp.get_context("fork")
     turn = ctx.Value("i", 0)
     cond = ctx.Condition()
-    with ctx.Pool(jobs, initializer=_init, initargs=(turn, cond, fd)) as pool:
+    counts = ctx.Array("q", [-1] * len(spans), lock=False)
+    with ctx.Pool(jobs, initializer=_init, initargs=(turn, cond, fd, counts)) as pool:
         for res in pool.imap(_work, tasks, chunksize=1):
             if progress is not None:
                 progress(res.bytes)
