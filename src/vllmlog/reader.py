@@ -125,19 +125,8 @@ def iter_jsonl(
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[str]:
     """Parse inputs in order, yielding chunks of JSON lines (one ``Event.to_dict`` object per line)."""
-    st = stats if stats is not None else ParseStats()
-    for parser, ist, blocks in _parsers(paths, year, st, keep_text, BLOCK_BYTES):
-        done_bytes = 0
-        for first, lines in blocks:
-            chunk = parser.feed_lines_jsonl(first, lines)
-            if chunk:
-                yield chunk
-            if progress is not None and ist.bytes != done_bytes:
-                progress(ist.bytes - done_bytes)
-                done_bytes = ist.bytes
-        yield parser.close_jsonl()
-        st.events += sum(parser.kinds.values())
-        st.lines_in_events += parser.covered
+    for chunk in _iter_jsonb(paths, year=year, stats=stats, keep_text=keep_text, progress=progress):
+        yield chunk.decode()
 
 
 def _iter_jsonb(
@@ -148,7 +137,7 @@ def _iter_jsonb(
     keep_text: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[bytes]:
-    """``iter_jsonl`` as UTF-8 bytes (for writers)."""
+    """``iter_jsonl`` as UTF-8 bytes (for writers: no decode/encode round trip)."""
     st = stats if stats is not None else ParseStats()
     for parser, ist, blocks in _parsers(paths, year, st, keep_text, RAW_BLOCK_BYTES, raw=True):
         done_bytes = 0
