@@ -338,9 +338,12 @@ static int match_tmpl(const Entry *e, const char *s, const char *end, Span *hole
     return s == end;
 }
 
-/* the next line would continue an enveloped record: "] " + indentation or a Traceback (over-approximated) */
+/* the next line would continue an enveloped record: "] " + indentation or a Traceback (over-approximated;
+ * a control character anywhere — an ANSI colour code the parser strips first, a \r — counts as a maybe) */
 static int continues(const char *s, Py_ssize_t n) {
     const char *end = s + n;
+    for (const char *c = s; c < end; c++)
+        if ((unsigned char)*c < 0x20) return 1;
     const char *q = s;
     while ((q = (const char *)memchr(q, ']', end - q)) != NULL) {
         q++;
@@ -380,9 +383,11 @@ typedef struct {
 } Info;
 
 /* Parse one line: the template entry it matches (holes filled, info set), or NULL. No state is consulted. */
+#define MAX_TEXT 65536  /* parser.MAX_TEXT: a longer line's text is truncated by the Python path */
+
 static const Entry *classify(const Table *t, const char *s, Py_ssize_t n, int year, Info *in, Span *holes, int *quotes_out,
                              int ascii_only) {
-    if (n < 6) return NULL;
+    if (n < 6 || n > MAX_TEXT) return NULL;
     const char *end = s + n;
     int quotes = 0;
     {

@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from .ingest import InputStats, check_path, read_blocks, write_all
 from .model import Event
 from .parsing.parser import LineParser
+from .parsing.fields import dumps_safe
 
 BATCH_LINES = 8192
 BLOCK_BYTES = 1 << 20
@@ -273,7 +274,6 @@ def parse(paths: Sequence[str] | str, **kwargs: Any) -> Iterator[Event]:
 
 def to_frame(events: Iterable[Event]):  # -> polars.DataFrame
     """Columnar form of events for notebooks (polars); ``fields`` becomes a JSON string column."""
-    import orjson
     import polars as pl
 
     rows: dict[str, list[Any]] = {k: [] for k in ("file", "line", "line_end", "ts", "level", "process", "source", "kind", "request_id", "fields", "text")}
@@ -287,6 +287,6 @@ def to_frame(events: Iterable[Event]):  # -> polars.DataFrame
         rows["source"].append(e.source)
         rows["kind"].append(e.kind)
         rows["request_id"].append(e.request_id)
-        rows["fields"].append(orjson.dumps(e.fields, default=str).decode())
+        rows["fields"].append(dumps_safe(e.fields).decode())
         rows["text"].append(e.text)
     return pl.DataFrame(rows, schema_overrides={"ts": pl.Datetime("ms")})

@@ -15,6 +15,7 @@ from ..errors import ConfigError
 from ..redact import Redactor
 from ._app import app
 from .common import PrometheusOpt, SinceOpt, merge_prometheus_opt, OptInt, OptStr, YearOpt, progress_bar, stdout_console
+from ..parsing.fields import dumps_safe
 
 DEFAULT_REPORT = "vllmlog-report.html"
 
@@ -69,7 +70,7 @@ def analyze_cmd(
     if json_out:
         doc = result.to_dict(rd)
         doc["report"] = os.path.abspath(report_path) if report_path else None
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        sys.stdout.buffer.write(dumps_safe(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
         sys.stdout.flush()
     else:
         from ..render import render_analysis

@@ -11,6 +11,7 @@ import typer
 from ..reader import parse
 from ._app import app
 from .common import OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt, close_output, open_output
+from ..parsing.fields import dumps_safe
 
 
 class LogFormat(str, Enum):
@@ -46,14 +47,14 @@ def export_cmd(
         if to is LogFormat.ndjson:
             buf: list[bytes] = []
             for rec in ndjson_records(events, job=job, instance=instance, utc_offset_s=off):
-                buf.append(orjson.dumps(rec, option=opt, default=str))
+                buf.append(dumps_safe(rec, option=opt))
                 if len(buf) >= 4096:
                     out.write(b"".join(buf))
                     buf.clear()
             out.write(b"".join(buf))
         else:
             for body in loki_bodies(events, job=job, instance=instance, utc_offset_s=off, batch=batch, skipped=skipped):
-                out.write(orjson.dumps(body, option=opt, default=str))
+                out.write(dumps_safe(body, option=opt))
     except BrokenPipeError:
         return
     finally:

@@ -31,6 +31,7 @@ from ..fmt import fmt_number, fmt_seconds
 from ..parsing.templates import template as mask_template
 from ..redact import DEFAULT as DEFAULT_REDACTOR
 from ..redact import Redactor
+from ..parsing.fields import dumps_safe
 
 MAX_POINTS = 2000
 """Points per trace after downsampling."""
@@ -642,7 +643,7 @@ def _asset(name: str) -> str:
 
 def json_for_script(obj: Any) -> str:
     """JSON safe inside ``<script type="application/json">`` (no ``<``, ``>``, ``&`` left)."""
-    s = orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY, default=str).decode()
+    s = dumps_safe(obj, option=orjson.OPT_SERIALIZE_NUMPY).decode()
     return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 

@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 import orjson
 
-from .fields import converter, to_float, to_int, to_ratio, to_seconds, to_str
+from .fields import converter, dumps_safe, to_float, to_int, to_ratio, to_seconds, to_str
 from .registry import MESSAGES, LinePattern, Registry
 
 try:  # pragma: no cover - depends on the build
@@ -63,7 +63,7 @@ class Memo(dict):  # type: ignore[type-arg]
 
     def __missing__(self, raw: str) -> str | None:
         try:
-            j: str | None = orjson.dumps(self.conv(raw)).decode()
+            j: str | None = dumps_safe(self.conv(raw)).decode()
         except (TypeError, ValueError, orjson.JSONEncodeError):
             j = None
         if len(self) >= _MEMO_MAX:
@@ -157,6 +157,7 @@ def _access_pattern() -> LinePattern:
 
 
 ENTRIES, KINDS = build(MESSAGES, _access_pattern())
+MAX_TEXT = 65536  # the C scanner leaves longer lines to Python (parser.MAX_TEXT truncates their text)
 AVAILABLE = _speedups is not None and not os.environ.get("VLLMLOG_PURE")
 TABLE = _speedups.compile(ENTRIES) if _speedups is not None else None
 scan = _speedups.scan if AVAILABLE else None

@@ -16,10 +16,10 @@ def to_int(s: str) -> int | None:
         return None
     try:
         return int(s)
-    except ValueError:
+    except ValueError:  # also Python's 4300-digit limit
         try:
             return int(float(s))
-        except ValueError:
+        except (ValueError, OverflowError):  # int(inf)
             return None
 
 
@@ -49,6 +49,29 @@ def to_seconds(s: str) -> float | None:
             break
     v = to_float(s)
     return None if v is None else v * mult
+
+
+def _json_safe(v: Any) -> Any:
+    """``v`` with integers orjson cannot write (outside int64/uint64) as strings of their digits."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return v if -(1 << 63) <= v < (1 << 64) else str(v)
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
+
+
+def dumps_safe(obj: Any, option: int | None = None) -> bytes:
+    """``orjson.dumps(obj, default=str)``, writing integers beyond 64 bits as strings instead of raising."""
+    import orjson
+
+    try:
+        return orjson.dumps(obj, option=option, default=str)
+    except TypeError:
+        return orjson.dumps(_json_safe(obj), option=option, default=str)
 
 
 def to_bool(s: str) -> bool | None:

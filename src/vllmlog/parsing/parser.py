@@ -17,6 +17,7 @@ import orjson
 from ..model import Event
 from . import engine, failures, handbook, raw, requests, runtime, startup, uvicorn  # noqa: F401  (register patterns)
 from . import fast
+from .fields import dumps_safe
 from .envelope import ANSI, DOCKER, EXC_LINE, JOURNAL, K8S_PREFIX, K8S_TS, PROC, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM, is_tb_continuation
 from .registry import MESSAGES, RAW, LinePattern
 from .templates import template
@@ -563,6 +564,9 @@ class LineParser:
         tsv = next((obj[k] for k in _JSON_TS_KEYS if isinstance(obj.get(k), str)), None)
         ts = _parse_iso(tsv) if tsv else None
         if ts is not None:
+            if ts.year != self.year:  # cached timestamps (and the fast path's) carry the old year
+                self._ts_cache.clear()
+                self._fkey = None
             self.year = ts.year
             self._last_month = ts.month
             self.last_ts = ts
@@ -683,11 +687,11 @@ class LineParser:
             return None  # type: ignore[return-value]  (count only)
         if mode == 1:  # the Event.to_dict() shape, without building the Event
             ts = r.ts
-            return _dumps({
+            return dumps_safe({
                 "file": self.file, "line": r.line, "line_end": r.line_end,
                 "ts": ts.isoformat() if ts is not None else None, "level": level, "process": r.process,
                 "source": r.source, "kind": kind, "request_id": rid, "fields": fields, "text": text,
-            }, option=_NL, default=str).decode()
+            }, option=_NL).decode()
         return Event(
             self.file, r.line, r.line_end, r.ts, level, r.process, r.source, kind, rid, fields, text,
             pattern, tmpl, r.ts_inherited,
@@ -731,7 +735,6 @@ def _access(msg: str) -> tuple[LinePattern, str | None, dict[str, Any]] | None:
 
 
 _ACCESS = next(p for p in MESSAGES.patterns if p.id == "uvicorn.access")
-_dumps = orjson.dumps
 _NL = orjson.OPT_APPEND_NEWLINE
 
 
@@ -756,7 +759,7 @@ def _jstr(s: str) -> str:
 
 
 def _jsonl(ev: Event) -> str:
-    return orjson.dumps(ev.to_dict(), option=orjson.OPT_APPEND_NEWLINE, default=str).decode()
+    return dumps_safe(ev.to_dict(), option=orjson.OPT_APPEND_NEWLINE).decode()
 
 
 def _parse_iso(s: str) -> datetime | None:
