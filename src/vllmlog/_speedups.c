@@ -741,10 +741,11 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (in.src == SRC_ENV && in.mo != month) break;
         if (hit->check_next) {
             /* a Decode line in the pure-Python fast path's exact form (INFO, no fraction of a second, one space
-             * after ']', step and batch size without leading zeros, kv [0-9]+(\.[0-9]+)?) is a record of its own
+             * after ']', step and batch size without leading zeros and at most 18 digits, kv [0-9]+(\.[0-9]+)?) is a record of its own
              * there, whatever follows; any other line must not be continued by the next one */
             int strict = hit->strict_decode && in.L == 4 && s[0] == 'I' && !in.frac && in.space1 &&
                          !(holes[0].n > 1 && holes[0].s[0] == '0') && !(holes[2].n > 1 && holes[2].s[0] == '0') &&
+                         holes[0].n <= 18 && holes[2].n <= 18 &&
                          kv_form(holes[3].s, holes[3].n);
             if (!strict) {
                 const char *ns;
