@@ -52,8 +52,11 @@ def _print_stats(st: ParseStats, as_json: bool, top: int, to_stderr: bool) -> No
         return
     con = stdout_console()
     d = st.to_dict(top)
+    from ..parsing import fast
+
     con.print(f"[bold]{d['lines']:,}[/] lines → [bold]{d['events']:,}[/] events "
-              f"({d['lines_accounted_for']:,} lines accounted for)")
+              f"({d['lines_accounted_for']:,} lines accounted for; "
+              f"{'compiled fast path' if fast.AVAILABLE else 'pure-Python parser'})")
     for inp in d["inputs"]:
         notes = []
         if inp["gzip"]:
