@@ -251,7 +251,7 @@ class LineParser:
         jmid = ""
         for lineno, text in lines:
             n += 1
-            if pre is not None and text.startswith(pre):
+            if pre is not None and text.startswith(pre) and len(text) <= MAX_TEXT:
                 # same second, same source as the previous Decode line: match only the tail
                 fr = rest(text, plen)
                 if fr is not None:
@@ -273,7 +273,7 @@ class LineParser:
                     continue
             if text[:1] == "I":
                 fm = fast(text)
-                if fm is not None and not self._prev_cr:
+                if fm is not None and not self._prev_cr and len(text) <= MAX_TEXT:  # longer: _finish truncates the text
                     # the dominant handbook line: one regex, no record, JSON by one f-string. It is finished at
                     # once: a Decode line is never the head of a multi-line record (the general path would only
                     # attach an indented or Traceback line of the same source and second to it)
