@@ -358,6 +358,10 @@ HOLE_VALUES: dict[str, tuple[st.SearchStrategy[str], st.SearchStrategy[str]]] = 
            st.sampled_from(["2000", "20", "٢٠٠", "2", "", "20a", "200 OK"])),
     "tail": (st.sampled_from(["", "", " OK", " Not Found", " Internal Server Error", ' "x"', "  ", " \\", " é"]),
              st.sampled_from(["X", "\u00a0OK", " \u2028", "\tOK"])),
+    "idend": (st.one_of(CLEAN_RID, st.sampled_from(["cmpl-client-0000-f7697fb9-0-a56e9542", "chat-e4.22", "a.b.c", "x."])), ODD_RID),
+    "w": (st.sampled_from(["NONE", "PIECEWISE", "FULL", "full_2", "X"]), st.sampled_from(["", "É", "NO NE", "A-B", "ß"])),
+    "rest": (st.sampled_from(["", ", num_reqs=None, uniform=False), should_ubatch: False", ")", " é", ' "q"']),
+             st.sampled_from(["\u2028", "\x85", "\r"])),
 }
 
 
@@ -528,7 +532,8 @@ ANY_LINE = decorated(st.one_of(journey_line(), journey_line(), journey_line(), a
 def _clean_journey(p: Any, rnd: random.Random, env: str) -> str:
     vals = {"digits": str(rnd.randint(0, 999)), "num": f"{rnd.uniform(0, 99):.1f}", "numc": f"{rnd.randint(0, 99999):,}",
             "numcd": f"{rnd.uniform(0, 9999):,.1f}", "id": f"req_{rnd.randint(0, 99):03d}", "tok": "/x",
-            "word": "SUCCESS", "upper": "GET", "sec": f"{rnd.uniform(0, 2):.3f}s", "d3": "200", "tail": " OK"}
+            "word": "SUCCESS", "upper": "GET", "sec": f"{rnd.uniform(0, 2):.3f}s", "d3": "200", "tail": " OK",
+            "idend": f"cmpl-{rnd.randint(0, 99):03d}-0-a56e9542", "w": "PIECEWISE", "rest": ", num_reqs=None)"}
     return env + "".join(a if k == "lit" else vals[t] for k, a, t in _template_parts(p))
 
 
@@ -548,7 +553,8 @@ def test_mostly_clean_runs_with_noise(data: st.DataObject, n: int, cuts: list[in
     """Long runs the scanner takes, with odd lines dropped in: where it stops and resumes."""
     seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
     rnd = random.Random(seed)
-    env = rnd.choice([ENV, "INFO 03-25 10:00:00 a.py:1] ", "WARNING 03-25 10:00:00.5 [b.py:2] ", "DEBUG 03-25 23:59:59,1 [c.py:3] "])
+    env = rnd.choice([ENV, "INFO 03-25 10:00:00 a.py:1] ", "WARNING 03-25 10:00:00.5 [b.py:2] ", "DEBUG 03-25 23:59:59,1 [c.py:3] ",
+                      "(APIServer pid=31488) INFO 03-25 10:00:00 [a.py:1] "])
     lines = [PRELUDE]
     for _ in range(n):
         r = rnd.random()

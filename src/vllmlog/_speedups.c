@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <datetime.h>
 
-enum { P_LIT = 0, H_DIGITS, H_NUM, H_NUMC, H_NUMCD, H_ID, H_TOK, H_WORD, H_UPPER, H_SEC, H_D3, H_TAIL };
+enum { P_LIT = 0, H_DIGITS, H_NUM, H_NUMC, H_NUMCD, H_ID, H_TOK, H_WORD, H_UPPER, H_SEC, H_D3, H_TAIL, H_IDEND, H_W, H_REST };
 enum { SRC_ENV = 0, SRC_UVICORN = 1 };
 enum { E_TMPL = 0, E_GUARD = 1 };
 
@@ -294,6 +294,8 @@ static int match_tmpl(const Entry *e, const char *s, const char *end, Span *hole
         case H_NUMC: while (s < end && (isdig(*s) || *s == ',')) s++; goto backoff;
         case H_NUMCD: while (s < end && (isdig(*s) || *s == ',' || *s == '.')) s++; goto backoff;
         backoff:
+            /* a non-ASCII character right after the run may be a digit to Python's \d: not ours to decide */
+            if (s < end && (unsigned char)*s >= 0x80) return 0;
             /* greedy like the regex: the longest run after which the next literal matches (one level of
              * backtracking; a deeper one fails here and the caller hands the line to Python) */
             if (j + 1 < e->nparts && e->parts[j + 1].type == P_LIT && e->parts[j + 1].len) {
@@ -324,14 +326,31 @@ static int match_tmpl(const Entry *e, const char *s, const char *end, Span *hole
         case H_D3:
             if (end - s < 3 || !isdig(s[0]) || !isdig(s[1]) || !isdig(s[2])) return 0;
             s += 3;
+            if (s < end && (unsigned char)*s >= 0x80) return 0;
             break;
         case H_TAIL:
             if (s < end && *s != ' ') return 0;
             s = end;
             break;
+        case H_IDEND: {
+            /* \S+? followed by the template's last literal and the end: everything up to that literal */
+            const Part *nx = &e->parts[j + 1];
+            const char *q = end - nx->len;
+            if (q <= s) return 0;
+            for (const char *c = s; c < q; c++) if (uspace((const unsigned char *)c, (const unsigned char *)end)) return 0;
+            s = q;
+            break;
+        }
+        case H_W:
+            while (s < end && (isdig(*s) || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) s++;
+            if (s < end && (unsigned char)*s >= 0x80) return 0;  /* may be a word character to Python's \w */
+            break;
+        case H_REST:
+            s = end;
+            break;
         default: return 0;
         }
-        if (s == st && p->type != H_TAIL) return 0;
+        if (s == st && p->type != H_TAIL && p->type != H_REST) return 0;
         if (h >= MAXH) return 0;
         holes[h].s = st; holes[h].n = s - st; h++;
     }
@@ -380,6 +399,9 @@ typedef struct {
     int L, src, mo, dd, hh, mi, ss, frac, space1;
     const char *srcs;
     Py_ssize_t srcn;
+    const char *proc;  /* "(APIServer pid=N) " prefix: what is inside the parentheses (NULL: none) */
+    Py_ssize_t procn;
+    const char *lvl;   /* the level word (after the prefix) */
 } Info;
 
 /* Parse one line: the template entry it matches (holes filled, info set), or NULL. No state is consulted. */
@@ -413,6 +435,30 @@ static const Entry *classify(const Table *t, const char *s, Py_ssize_t n, int ye
     }
     *quotes_out = quotes;
     if (n >= 8 && memcmp(end - 8, "cluster]", 8) == 0) return NULL;  /* Ray's [repeated Nx across cluster] */
+    in->proc = NULL;
+    in->procn = 0;
+    if (s[0] == '(') {
+        /* vLLM's process tag: ^\(([^()]*?\bpid=\d+[^()]*)\)\s? */
+        const char *q = s + 1;
+        while (q < end && *q != ')' && *q != '(') q++;
+        if (q >= end || *q != ')') return NULL;
+        int ok = 0;
+        for (const char *k = s + 1; k + 4 < q && !ok; k++) {
+            if (memcmp(k, "pid=", 4) != 0 || !isdig(k[4])) continue;
+            unsigned char b = (unsigned char)k[-1];
+            int word = b >= 0x80 || isdig((char)b) || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || b == '_';
+            if (k == s + 1 || !word) ok = 1;
+        }
+        if (!ok) return NULL;
+        in->proc = s + 1;
+        in->procn = q - (s + 1);
+        q++;
+        if (q < end && *q == ' ') q++;
+        n = end - q;
+        s = q;
+        if (n < 6) return NULL;
+    }
+    in->lvl = s;
     int L = level_len(s, n, 1);
     if (!L) return NULL;
     in->L = L;
@@ -613,9 +659,14 @@ static PyObject *build_event(PyObject *cls, PyObject *file, Py_ssize_t lineno, P
                              PyObject *line_obj, const Info *in, const Entry *hit, const Span *holes, int keep_text,
                              PyObject **src_cache, const char **src_cache_s, Py_ssize_t *src_cache_n) {
     PyObject *ln = NULL, *lvl = NULL, *srco = NULL, *rid = NULL, *fields = NULL, *text = NULL, *ev = NULL;
+    PyObject *proc = NULL;
     ln = PyLong_FromSsize_t(lineno);
-    lvl = level_str(s, in->L);
+    lvl = level_str(in->lvl, in->L);
     if (!ln || !lvl) goto done;
+    if (in->proc) {
+        proc = PyUnicode_FromStringAndSize(in->proc, in->procn);
+        if (!proc) goto done;
+    }
     if (in->src == SRC_ENV) {
         if (*src_cache && *src_cache_n == in->srcn && memcmp(*src_cache_s, in->srcs, in->srcn) == 0) {
             srco = *src_cache;
@@ -658,12 +709,12 @@ static PyObject *build_event(PyObject *cls, PyObject *file, Py_ssize_t lineno, P
     else text = PyUnicode_FromStringAndSize(s, n);
     if (!text) goto done;
     {
-        PyObject *args[14] = {file, ln, ln, ts ? ts : Py_None, lvl, Py_None, srco, hit->kind, rid, fields, text,
+        PyObject *args[14] = {file, ln, ln, ts ? ts : Py_None, lvl, proc ? proc : Py_None, srco, hit->kind, rid, fields, text,
                               hit->pattern_id, Py_None, in->src == SRC_UVICORN ? Py_True : Py_False};
         ev = PyObject_Vectorcall(cls, args, 14, NULL);
     }
 done:
-    Py_XDECREF(ln); Py_XDECREF(lvl); Py_XDECREF(srco); Py_XDECREF(rid); Py_XDECREF(fields); Py_XDECREF(text);
+    Py_XDECREF(ln); Py_XDECREF(lvl); Py_XDECREF(proc); Py_XDECREF(srco); Py_XDECREF(rid); Py_XDECREF(fields); Py_XDECREF(text);
     return ev;
 }
 
@@ -743,7 +794,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             /* a Decode line in the pure-Python fast path's exact form (INFO, no fraction of a second, one space
              * after ']', step and batch size without leading zeros and at most 18 digits, kv [0-9]+(\.[0-9]+)?) is a record of its own
              * there, whatever follows; any other line must not be continued by the next one */
-            int strict = hit->strict_decode && in.L == 4 && s[0] == 'I' && !in.frac && in.space1 &&
+            int strict = hit->strict_decode && !in.proc && in.L == 4 && in.lvl[0] == 'I' && !in.frac && in.space1 &&
                          !(holes[0].n > 1 && holes[0].s[0] == '0') && !(holes[2].n > 1 && holes[2].s[0] == '0') &&
                          holes[0].n <= 18 && holes[2].n <= 18 &&
                          kv_form(holes[3].s, holes[3].n);
@@ -796,8 +847,12 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             int rejected = 0;
             if (buf_put(&b, head.p, head.n) < 0 || buf_int(&b, lineno) < 0 || buf_put(&b, ",\"line_end\":", 12) < 0 || buf_int(&b, lineno) < 0 ||
                 buf_put(&b, ",\"ts\":", 6) < 0 || buf_put(&b, curts, curts_n) < 0 || buf_put(&b, ",\"level\":\"", 10) < 0 ||
-                buf_put(&b, s, in.L) < 0 || buf_put(&b, "\",\"process\":null,\"source\":", 26) < 0)
+                buf_put(&b, in.lvl, in.L) < 0 || buf_put(&b, "\",\"process\":", 12) < 0)
                 { err = 1; break; }
+            if (in.proc) {
+                if (buf_put(&b, "\"", 1) < 0 || buf_esc(&b, in.proc, in.procn) < 0 || buf_put(&b, "\"", 1) < 0) { err = 1; break; }
+            } else if (buf_put(&b, "null", 4) < 0) { err = 1; break; }
+            if (buf_put(&b, ",\"source\":", 10) < 0) { err = 1; break; }
             if (in.src == SRC_ENV) {
                 if (buf_put(&b, "\"", 1) < 0 || buf_put(&b, in.srcs, in.srcn) < 0 || buf_put(&b, "\"", 1) < 0) { err = 1; break; }
             } else if (buf_put(&b, "null", 4) < 0) { err = 1; break; }

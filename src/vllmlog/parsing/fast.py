@@ -26,6 +26,9 @@ upper      ``[A-Z]+``
 sec        ``[\\d.]+\\s*m?s``      (one or more spaces only)
 d3         ``\\d{3}``
 tail       ``(?: .*)?$``           last hole only; never output
+idend      ``\\S+?`` + last literal   lazy up to the template's final literal at the end of the line
+w          ``\\w+``                ASCII word characters
+rest       ``.*$``                 last hole only; never output
 =========  ======================  =========================================================
 
 A hole named ``request_id`` fills the event's request id; names starting with ``_`` are not output.
@@ -48,7 +51,8 @@ try:  # pragma: no cover - depends on the build
 except ImportError:  # no C compiler at install time: pure Python
     _speedups = None  # type: ignore[assignment]
 
-HOLE_TYPES = {"digits": 1, "num": 2, "numc": 3, "numcd": 4, "id": 5, "tok": 6, "word": 7, "upper": 8, "sec": 9, "d3": 10, "tail": 11}
+HOLE_TYPES = {"digits": 1, "num": 2, "numc": 3, "numcd": 4, "id": 5, "tok": 6, "word": 7, "upper": 8, "sec": 9, "d3": 10, "tail": 11,
+              "idend": 12, "w": 13, "rest": 14}
 _NUMERIC = {"digits", "num", "numc", "numcd"}
 _HOLE = re.compile(r"\{(\w+):(\w+)\}")
 _MEMO_MAX = 1 << 16
@@ -81,7 +85,7 @@ def parse_template(t: str) -> list[tuple[str, str, str]]:
         lit = t[pos:m.start()]
         if lit or not parts:
             parts.append(("lit", lit, ""))
-        elif parts[-1][0] == "hole" and m.group(2) != "tail":
+        elif parts[-1][0] == "hole" and m.group(2) not in ("tail", "rest"):
             raise ValueError(f"template {t!r}: two holes side by side")
         if m.group(2) not in HOLE_TYPES:
             raise ValueError(f"template {t!r}: unknown hole type {m.group(2)!r}")
@@ -97,8 +101,12 @@ def parse_template(t: str) -> list[tuple[str, str, str]]:
             raise ValueError(f"template {t!r}: an id hole must be followed by a literal containing a space")
         if typ == "tok" and (nxt is None or not nxt[1].startswith(" ")):
             raise ValueError(f"template {t!r}: a tok hole must be followed by a literal starting with a space")
-        if typ == "tail" and nxt is not None:
-            raise ValueError(f"template {t!r}: tail must be last")
+        if typ in ("tail", "rest") and nxt is not None:
+            raise ValueError(f"template {t!r}: {typ} must be last")
+        if typ == "idend" and (nxt is None or i + 2 != len(parts)):
+            raise ValueError(f"template {t!r}: an idend hole must be followed by the final literal")
+        if typ == "w" and nxt is not None and (nxt[1][:1].isalnum() or nxt[1][:1] == "_"):
+            raise ValueError(f"template {t!r}: a w hole followed by a word character")
         if typ in _NUMERIC and nxt is not None and nxt[1][:1].isdigit():
             raise ValueError(f"template {t!r}: a number hole followed by a digit")
     return parts

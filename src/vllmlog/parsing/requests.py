@@ -79,6 +79,7 @@ for _p in [
         kind="request_added",
         prefix="Added request ",
         regex=rf"^Added request {_RID}\.$",
+        fast="Added request {request_id:idend}.",
         examples=["Added request cmpl-client-0000-f7697fb9-0-a56e9542.", "Added request chat-e422b73b9b98d9f789f0c53b9dbeccbd."],
         doc="The request was handed to the engine (V1: engine-internal id `<id>-<8 hex>` from 0.14).",
         source="v0/v1",

@@ -587,6 +587,7 @@ for _p in [
         kind="batch_debug",
         prefix="Running batch with cudagraph_mode",
         regex=r"^Running batch with cudagraph_mode: (?P<cudagraph_mode>\w+), batch_descriptor: BatchDescriptor\(num_tokens=(?P<num_tokens>\d+).*$",
+        fast="Running batch with cudagraph_mode: {cudagraph_mode:w}, batch_descriptor: BatchDescriptor(num_tokens={num_tokens:digits}{_rest:rest}",
         examples=["Running batch with cudagraph_mode: NONE, batch_descriptor: BatchDescriptor(num_tokens=25, num_reqs=None, uniform=False, has_lora=False, num_active_loras=0), should_ubatch: False, num_tokens_across_dp: None"],
         doc="DEBUG, one per model step: tokens in the batch and the CUDA-graph mode used.",
         source="v1",
