@@ -160,13 +160,9 @@ class LineParser:
                 if lt is not self._ltj_of:
                     self._ltj = b"null" if lt is None else ('"' + lt.isoformat() + '"').encode()
                     self._ltj_of = lt
-                if mode == 0:
-                    chunk, stop, done, nxt, counts, lts, _ = scan(
-                        table, src, cur, lineno, self.year, self._last_month, self._ltj, self._fjson_b, self.keep_text, 0,
-                        Event, self.last_ts, self.file)
-                else:
-                    chunk, stop, done, nxt, counts, lts, _ = scan(
-                        table, src, cur, lineno, self.year, self._last_month, self._ltj, self._fjson_b, self.keep_text, mode)
+                chunk, stop, done, nxt, counts, lts, _ = scan(
+                    table, src, cur, lineno, self.year, self._last_month, self._ltj, self._fjson_b, self.keep_text, mode,
+                    Event, self.last_ts, self.file)
                 if done:
                     c = self._cur
                     if c is not None:
