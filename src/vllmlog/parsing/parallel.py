@@ -189,21 +189,7 @@ def _work(task: tuple[int, str, int, int, int, int, int, int, bool, int]) -> Chu
         data = data[:-1]
     if fast.AVAILABLE and (data or end > start):
         return _work_raw(res, task, data)
-    try:
-        lines = data.decode("utf-8").split("\n") if data or end > start else []
-    except UnicodeDecodeError:
-        lines = []
-        for b in data.split(b"\n"):
-            try:
-                lines.append(b.decode("utf-8"))
-            except UnicodeDecodeError:
-                res.invalid_utf8_lines += 1
-                lines.append(b.decode("utf-8", "replace"))
-    if len(data) > MAX_LINE:
-        for i, x in enumerate(lines):
-            if len(x) > MAX_LINE:
-                res.truncated_lines += 1
-                lines[i] = x[:MAX_LINE]
+    lines = _decode(res, data) if data or end > start else []
     del data
     p = _chunk_parser(path, year, month, hint, keep_text)
     pieces: list[bytes] = []
@@ -231,12 +217,7 @@ def _work_raw(res: ChunkResult, task: tuple[int, str, int, int, int, int, int, i
         piece = data[pos:cut] if cut >= 0 else data[pos:]
         nlines = fast.count_nl(piece) + 1
         if len(piece) > MAX_LINE and any(len(x) > MAX_LINE for x in piece.split(b"\n")):
-            lines, bad = decode_lines(piece)
-            for i, x in enumerate(lines):
-                if len(x) > MAX_LINE:
-                    res.truncated_lines += 1
-                    lines[i] = x[:MAX_LINE]
-            res.invalid_utf8_lines += bad
+            lines = _decode(res, piece)
             if mode == 1:
                 pieces.append(p.feed_lines_jsonb(lineno, lines))
             else:
@@ -254,6 +235,18 @@ def _work_raw(res: ChunkResult, task: tuple[int, str, int, int, int, int, int, i
     else:
         p.close()
     return _finish_chunk(res, p, idx, mode, pieces)
+
+
+def _decode(res: ChunkResult, data: bytes) -> list[str]:
+    """Lines of ``data`` as str, counting the ones with invalid UTF-8 and truncating over-long ones (as ingest does)."""
+    lines, bad = decode_lines(data)
+    res.invalid_utf8_lines += bad
+    if len(data) > MAX_LINE:
+        for i, x in enumerate(lines):
+            if len(x) > MAX_LINE:
+                res.truncated_lines += 1
+                lines[i] = x[:MAX_LINE]
+    return lines
 
 
 def _chunk_parser(path: str, year: int, month: int, hint: int, keep_text: bool) -> LineParser:
