@@ -653,6 +653,53 @@ static PyObject *hole_value(const Part *p, const char *s, Py_ssize_t n) {
     return v;
 }
 
+/* the JSON text of a non-string field (JSON mode): 0 written, 1 the converter declined (the Python path takes
+ * the line), -1 error. to_int natively; cached values; to_float/to_ratio/to_seconds natively when Python's repr
+ * has no exponent (orjson then writes the same); else the memo dict, whose __missing__ runs the converter */
+static int write_number(Buf *b, const Part *p, const char *s, Py_ssize_t n) {
+    if (p->native_int == 1) {
+        char dg[24];
+        int nd;
+        int r = int_digits(s, n, dg, &nd);
+        if (r == 1) return buf_put(b, "null", 4);
+        if (r == 0) return nd == 0 ? buf_put(b, "0", 1) : buf_put(b, dg, nd);
+    }
+    struct MemoSlot *slot = n <= 22 ? &p->cache[slot_of(s, n)] : NULL;
+    if (slot && slot->rawn == n && slot->jsonn && memcmp(slot->raw, s, n) == 0) return buf_put(b, slot->json, slot->jsonn);
+    double v;
+    if (p->native_int >= 2 && native_double(p, s, n, &v) == 0) {
+        char *r = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        if (!r) return -1;
+        size_t rn = strlen(r);
+        int plain = rn < 40 && !strpbrk(r, "eni");  /* no exponent, inf or nan */
+        int rc = 0;
+        if (plain) {
+            rc = buf_put(b, r, (Py_ssize_t)rn);
+            if (rc == 0 && slot) {
+                memcpy(slot->raw, s, n); slot->rawn = (unsigned char)n;
+                memcpy(slot->json, r, rn); slot->jsonn = (unsigned char)rn;
+            }
+        }
+        PyMem_Free(r);
+        if (plain) return rc;
+    }
+    PyObject *key = PyUnicode_DecodeUTF8(s, n, NULL);
+    if (!key) return -1;
+    PyObject *val = PyObject_GetItem(p->memo, key);
+    Py_DECREF(key);
+    if (!val) return -1;
+    if (val == Py_None) { Py_DECREF(val); return 1; }
+    Py_ssize_t vn;
+    const char *vs = PyUnicode_AsUTF8AndSize(val, &vn);
+    int rc = (!vs || buf_put(b, vs, vn) < 0) ? -1 : 0;
+    if (rc == 0 && slot && vn > 0 && vn <= 40) {
+        memcpy(slot->raw, s, n); slot->rawn = (unsigned char)n;
+        memcpy(slot->json, vs, vn); slot->jsonn = (unsigned char)vn;
+    }
+    Py_DECREF(val);
+    return rc;
+}
+
 /* one Event (Event mode): file, line, line_end, ts, level, process, source, kind, request_id, fields, text,
  * pattern, template, ts_inherited */
 static PyObject *build_event(PyObject *cls, PyObject *file, Py_ssize_t lineno, PyObject *ts, const char *s, Py_ssize_t n,
@@ -779,7 +826,6 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     Py_ssize_t cur = start, consumed = 0, nxtcur = 0;
     int err = 0;
-    PyObject *key = NULL, *val = NULL;
     const char *s;
     Py_ssize_t n;
     int lok;
@@ -883,95 +929,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                     if (buf_put(&b, "\"", 1) < 0 || buf_esc(&b, sp.s, sp.n) < 0 || buf_put(&b, "\"", 1) < 0) { err = 1; break; }
                     continue;
                 }
-                if (p->native_int >= 2) {
-                    struct MemoSlot *sl = sp.n <= 22 ? &p->cache[slot_of(sp.s, sp.n)] : NULL;
-                    if (sl && sl->rawn == sp.n && sl->jsonn && memcmp(sl->raw, sp.s, sp.n) == 0) {
-                        if (buf_put(&b, sl->json, sl->jsonn) < 0) { err = 1; break; }
-                        continue;
-                    }
-                    char num[40];
-                    int k = 0, bad = 0;
-                    double mult = 1.0;
-                    Py_ssize_t c = 0;
-                    for (; c < sp.n && k < 38; c++) {
-                        char ch = sp.s[c];
-                        if (isdig(ch) || ch == '.') num[k++] = ch;
-                        else if (ch != ',') break;
-                    }
-                    if (c < sp.n) {  /* a unit after the number (seconds): spaces, then 'ms' or 's' */
-                        if (p->native_int != 4) bad = 1;
-                        while (c < sp.n && sp.s[c] == ' ') c++;
-                        if (sp.n - c == 2 && sp.s[c] == 'm' && sp.s[c + 1] == 's') mult = 1e-3;
-                        else if (!(sp.n - c == 1 && sp.s[c] == 's')) bad = 1;
-                    }
-                    num[k] = 0;
-                    char *endp = NULL;
-                    double v = 0.0;
-                    if (!bad && k > 0) {
-                        v = PyOS_string_to_double(num, &endp, NULL);
-                        if (v == -1.0 && PyErr_Occurred()) { PyErr_Clear(); bad = 1; }
-                        else if (!endp || *endp) bad = 1;  /* '1.2.3', '.': float() refuses, the memo says null */
-                    } else
-                        bad = 1;
-                    if (!bad) {
-                        if (p->native_int == 3) v = v / 100.0;
-                        else if (p->native_int == 4) v = v * mult;
-                        char *r = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-                        if (!r) { err = 1; break; }
-                        size_t rn = strlen(r);
-                        int plain = rn < 40 && !strpbrk(r, "eni");  /* no exponent, inf or nan */
-                        if (plain) {
-                            if (buf_put(&b, r, (Py_ssize_t)rn) < 0) { PyMem_Free(r); err = 1; break; }
-                            if (sl) {
-                                memcpy(sl->raw, sp.s, sp.n); sl->rawn = (unsigned char)sp.n;
-                                memcpy(sl->json, r, rn); sl->jsonn = (unsigned char)rn;
-                            }
-                        }
-                        PyMem_Free(r);
-                        if (plain) continue;
-                    }
-                }
-                if (p->native_int == 1) {
-                    /* to_int over [0-9,]: drop commas and leading zeros; nothing left of the digits -> null */
-                    char dg[24];
-                    int nd = 0, any = 0, big = 0;
-                    for (Py_ssize_t c = 0; c < sp.n; c++) {
-                        char ch = sp.s[c];
-                        if (ch == ',') continue;
-                        any = 1;
-                        if (nd == 0 && ch == '0') continue;
-                        if (nd >= 18) { big = 1; break; }
-                        dg[nd++] = ch;
-                    }
-                    if (!big) {
-                        if (!any) { if (buf_put(&b, "null", 4) < 0) { err = 1; break; } }
-                        else if (nd == 0) { if (buf_put(&b, "0", 1) < 0) { err = 1; break; } }
-                        else if (buf_put(&b, dg, nd) < 0) { err = 1; break; }
-                        continue;
-                    }
-                }
-                struct MemoSlot *slot = NULL;
-                if (sp.n <= 22) {
-                    slot = &p->cache[slot_of(sp.s, sp.n)];
-                    if (slot->rawn == sp.n && slot->jsonn && memcmp(slot->raw, sp.s, sp.n) == 0) {
-                        if (buf_put(&b, slot->json, slot->jsonn) < 0) { err = 1; break; }
-                        continue;
-                    }
-                }
-                key = PyUnicode_DecodeUTF8(sp.s, sp.n, NULL);
-                if (!key) { err = 1; break; }
-                val = PyObject_GetItem(p->memo, key);  /* __missing__ converts a raw value seen for the first time */
-                Py_CLEAR(key);
-                if (!val) { err = 1; break; }
-                if (val == Py_None) { rejected = 1; Py_CLEAR(val); break; }  /* the converter declined: Python path */
-                Py_ssize_t vn;
-                const char *vs = PyUnicode_AsUTF8AndSize(val, &vn);
-                if (!vs || buf_put(&b, vs, vn) < 0) { err = 1; break; }
-                if (slot && vn > 0 && vn <= 40) {
-                    memcpy(slot->raw, sp.s, sp.n); slot->rawn = (unsigned char)sp.n;
-                    memcpy(slot->json, vs, vn); slot->jsonn = (unsigned char)vn;
-                }
-                Py_CLEAR(val);
+                int r = write_number(&b, p, sp.s, sp.n);
+                if (r < 0) { err = 1; break; }
+                if (r > 0) { rejected = 1; break; }
             }
             if (err) break;
             if (rejected) { b.n = mark; break; }
@@ -987,8 +947,6 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         consumed++;
         cur = nxtcur;
     }
-    Py_XDECREF(key);
-    Py_XDECREF(val);
     Py_XDECREF(cur_dt);
     Py_XDECREF(src_cache);
     if (mode == 0) Py_DECREF(last_ts);

@@ -222,10 +222,8 @@ def read_blocks(path: str, stats: InputStats | None = None, block: int = BLOCK, 
                     skipping = True
                 yield first, body
                 continue
-            try:
-                lines = body.decode("utf-8").split("\n")
-            except UnicodeDecodeError:
-                lines = [_dec(x, st) for x in body.split(b"\n")]
+            lines, bad = decode_lines(body)
+            st.invalid_utf8_lines += bad
             if len(body) > MAX_LINE and max(map(len, lines)) > MAX_LINE:
                 for i, x in enumerate(lines):
                     if len(x) > MAX_LINE:
@@ -252,6 +250,22 @@ def _dec(b: bytes, st: InputStats) -> str:
     except UnicodeDecodeError:
         st.invalid_utf8_lines += 1
         return b.decode("utf-8", "replace")
+
+
+def decode_lines(body: bytes) -> tuple[list[str], int]:
+    """``\\n``-joined lines → str lines, and how many had invalid UTF-8 (those decoded with replacement)."""
+    try:
+        return body.decode("utf-8").split("\n"), 0
+    except UnicodeDecodeError:
+        lines: list[str] = []
+        bad = 0
+        for x in body.split(b"\n"):
+            try:
+                lines.append(x.decode("utf-8"))
+            except UnicodeDecodeError:
+                bad += 1
+                lines.append(x.decode("utf-8", "replace"))
+        return lines, bad
 
 
 def write_all(fd: int, pieces: list[bytes]) -> None:

@@ -165,7 +165,6 @@ def _access_pattern() -> LinePattern:
 
 
 ENTRIES, KINDS = build(MESSAGES, _access_pattern())
-MAX_TEXT = 65536  # the C scanner leaves longer lines to Python (parser.MAX_TEXT truncates their text)
 AVAILABLE = _speedups is not None and not os.environ.get("VLLMLOG_PURE")
 TABLE = _speedups.compile(ENTRIES) if _speedups is not None else None
 scan = _speedups.scan if AVAILABLE else None

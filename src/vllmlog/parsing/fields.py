@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import orjson
+
 
 def to_int(s: str) -> int | None:
     """'381,024' → 381024; 'None' → None."""
@@ -66,8 +68,6 @@ def _json_safe(v: Any) -> Any:
 
 def dumps_safe(obj: Any, option: int | None = None) -> bytes:
     """``orjson.dumps(obj, default=str)``, writing integers beyond 64 bits as strings instead of raising."""
-    import orjson
-
     try:
         return orjson.dumps(obj, option=option, default=str)
     except TypeError:

@@ -19,10 +19,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from ..ingest import MAX_LINE, InputStats, write_all
+from ..ingest import MAX_LINE, InputStats, decode_lines, write_all
 from . import fast
 from .envelope import is_tb_continuation
-from .parser import LineParser, decode_lines
+from .parser import LineParser
 from .registry import MESSAGES
 
 CHUNK_BYTES = 8 << 20

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 import orjson
 
+from ..ingest import decode_lines
 from ..model import Event
 from . import engine, failures, handbook, raw, requests, runtime, startup, uvicorn  # noqa: F401  (register patterns)
 from . import fast
@@ -72,7 +73,7 @@ class LineParser:
         self._fts: datetime | None = None
         self._fiso = "null"
         self._mode = 0
-        self._fjson_b: bytes | None = None
+        self._fjson_b = _jstr(file).encode()  # the file name as JSON, for the compiled scanner
         self._ltj = b"null"
         self._ltj_of: datetime | None = None
         self.covered = 0
@@ -147,8 +148,6 @@ class LineParser:
             self._run_b(zip(range(first, first + len(lines)), lines), out, mode)
             return bad
         table, kinds_of = fast.TABLE, fast.KINDS
-        if self._fjson_b is None:
-            self._fjson_b = _jstr(self.file).encode()
         end = len(src) + 1 if is_bytes else len(src)  # the cursor past the last line
         cur = 0
         lineno = first
@@ -732,22 +731,6 @@ def _access(msg: str) -> tuple[LinePattern, str | None, dict[str, Any]] | None:
 
 _ACCESS = next(p for p in MESSAGES.patterns if p.id == "uvicorn.access")
 _NL = orjson.OPT_APPEND_NEWLINE
-
-
-def decode_lines(body: bytes) -> tuple[list[str], int]:
-    """``\\n``-joined lines → str lines, and how many had invalid UTF-8 (those decoded with replacement)."""
-    try:
-        return body.decode("utf-8").split("\n"), 0
-    except UnicodeDecodeError:
-        out: list[str] = []
-        bad = 0
-        for x in body.split(b"\n"):
-            try:
-                out.append(x.decode("utf-8"))
-            except UnicodeDecodeError:
-                bad += 1
-                out.append(x.decode("utf-8", "replace"))
-        return out, bad
 
 
 def _jstr(s: str) -> str:
