@@ -17,8 +17,12 @@ import sys
 from datetime import datetime, timedelta
 
 
-def generate(out, n_lines: int, seed: int = 1) -> int:
-    """Write about ``n_lines`` lines to the binary stream ``out``; return the exact count."""
+def generate(out, n_lines: int, seed: int = 1, servers: int = 1) -> int:
+    """Write about ``n_lines`` lines to the binary stream ``out``; return the exact count.
+
+    ``servers`` > 1 splits the log into that many server runs of about equal length (a crash-looping
+    pod): each restart logs the version banner and ``Application startup complete.``, and the requests
+    in flight are lost (they stay unfinished)."""
     rnd = random.Random(seed)
     t = datetime(2026, 3, 25, 10, 0, 0)
     written = 0
@@ -29,7 +33,14 @@ def generate(out, n_lines: int, seed: int = 1) -> int:
     buf: list[str] = []
     app = buf.append
     step_ms = 0
+    restarts_done = 0
     while written < n_lines:
+        if servers > 1 and (written + len(buf)) * servers >= (restarts_done + 1) * n_lines and restarts_done < servers - 1:
+            restarts_done += 1
+            st = t.strftime("%m-%d %H:%M:%S")
+            app(f"INFO {st} api_server.py:583] vLLM API server version 0.5.0\n")
+            app("INFO:     Application startup complete.\n")
+            active.clear()
         # fluctuate concurrency between 8 and 64
         if rnd.random() < 0.01:
             target_conc = max(8, min(64, target_conc + rnd.randint(-8, 8)))
@@ -103,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out")
     ap.add_argument("--lines", type=int, default=5_000_000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--servers", type=int, default=1, help="server runs (restarts) the log is split into")
     a = ap.parse_args(argv)
     with open(a.out, "wb") as f:
-        n = generate(f, a.lines, a.seed)
+        n = generate(f, a.lines, a.seed, a.servers)
     print(f"wrote {n:,} lines to {a.out}", file=sys.stderr)
     return 0
 

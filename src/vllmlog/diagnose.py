@@ -82,11 +82,18 @@ def _fold_consequences(found: list[tuple[Rule, Finding]], partial: set[str] | No
     order = sorted(found, key=lambda rf: rf[1].sort_key())
     # a finding may narrow or widen its rule's list (e.g. KV pressure without preemption)
     cons_of = {id(f): f.data.get("consequence_of", r.consequence_of) for r, f in order}
+    # without a partial (worker-only) file, a cause is in the same file and server run: look only there
+    # (in ``order``), so folding stays linear in server runs
+    same_run: dict[tuple[str | None, int | None], list[tuple[Rule, Finding]]] = {}
+    if not partial:
+        for rf in order:
+            same_run.setdefault((rf[1].file, rf[1].server), []).append(rf)
     for rule, f in order:
         cons = cons_of[id(f)]
         if not cons:
             continue
-        causes = [c for r, c in order if c is not f and c.category in cons and _same_incident(c, f, partial)
+        cands = same_run[(f.file, f.server)] if not partial else order
+        causes = [c for r, c in cands if c is not f and c.category in cons and _same_incident(c, f, partial)
                   and c.caused_by is None and c.data.get("can_explain", True)
                   and int(c.severity) >= int(f.severity) - 1
                   and (c.category in rule.consequence_any_time or _before(c, f))

@@ -362,12 +362,23 @@ def per_engine(series: SeriesBuilder) -> list[dict[str, Any]]:
         d["samples"] += 1
         d["last_ts"] = _iso(s.ts)
     out = []
+    # each series grouped once per (attribute, kind) and bucketed by (file, server run), in group order:
+    # per_engine stays linear in server runs
+    by_run: dict[tuple[str, tuple], dict[tuple, list[tuple[tuple, list]]]] = {}
+
+    def runs_of(attr: str, kinds: tuple) -> dict[tuple, list[tuple[tuple, list]]]:
+        b = by_run.get((attr, kinds))
+        if b is None:
+            b = by_run[(attr, kinds)] = {}
+            for k, v in _series_groups(series, attr, None, kinds).items():
+                b.setdefault((k[0], k[1]), []).append((k, v))
+        return b
+
     for (f, srv, eng), d in sorted(keys.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] if kv[0][2] is not None else -1)):
         kinds = (d["source"],)
 
         def one(attr: str, f: str = f, srv: int = srv, eng: Any = eng, kinds: tuple = kinds) -> dict[str, Any]:
-            g = {k: v for k, v in _series_groups(series, attr, None, kinds).items()
-                 if k[0] == f and k[1] == srv and (k[2] == eng or eng is None)}
+            g = {k: v for k, v in runs_of(attr, kinds).get((f, srv), ()) if k[2] == eng or eng is None}
             return _usage(g)
 
         for attr in ("running", "waiting", "swapped", "kv_cache_usage", "generation_throughput", "prompt_throughput"):

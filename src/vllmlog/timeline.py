@@ -186,9 +186,7 @@ def _handbook(run: Any, v: Any) -> list[TimelineEntry]:
     """Turning points of the handbook's per-step lines: KV usage per second, queue size at scheduling."""
     out: list[TimelineEntry] = []
     level = 0
-    for d in run.series.decode:
-        if d.file != v.file:
-            continue
+    for d in v.in_file.decode:  # the file's decode seconds, indexed once (rules/_util.FileIndex)
         lv = 3 if d.kv_max >= 0.95 else 2 if d.kv_max >= 0.80 else 1 if d.kv_max >= 0.70 else 0
         if lv > level:
             out.append(TimelineEntry(d.ts, "metric", f"KV-cache usage reaches {u.pct(d.kv_max)} (decode steps)", d.file,

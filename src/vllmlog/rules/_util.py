@@ -15,8 +15,9 @@ from ..model import Event
 from .base import Evidence
 
 if TYPE_CHECKING:
+    from ..journeys import Journey
     from ..run import Run, ServerRun
-    from ..series import StatsSample
+    from ..series import DecodeSecond, StatsSample
 
 #: Lines that start a deliberate stop (SIGTERM, Ctrl-C, uvicorn shutdown); errors after them are noise.
 GRACEFUL = re.compile(
@@ -119,13 +120,65 @@ def sample_ev(s: StatsSample) -> Evidence:
     return Evidence(s.file, s.line, "", fallback="[stats] " + ", ".join(parts))
 
 
+class FileIndex:
+    """The journeys and decode seconds of one input file, indexed once per Run and shared by the views of
+    that file's server runs (rules that look at a whole file read these instead of filtering the Run's lists
+    per server run, which made the diagnosis quadratic in server runs). Sequences are tuples: shared, not
+    to be changed."""
+
+    __slots__ = ("journeys", "decode", "_arrivals", "_by_request", "_kv_at_least", "_kv_max")
+
+    def __init__(self) -> None:
+        self.journeys: list[Journey] | tuple[Journey, ...] = []
+        """Journeys of the file, in ``run.journeys`` order."""
+        self.decode: list[DecodeSecond] | tuple[DecodeSecond, ...] = []
+        """Handbook decode seconds of the file, in ``run.series.decode`` order."""
+        self._arrivals: list[datetime] | None = None
+        self._by_request: dict[str, Journey] | None = None
+        self._kv_at_least: dict[float, tuple[DecodeSecond, ...]] = {}
+        self._kv_max: float | None = None
+
+    def arrivals(self) -> list[datetime]:
+        """Arrival times of the file's journeys, sorted (computed once; do not change the list)."""
+        if self._arrivals is None:
+            self._arrivals = sorted(j.arrival_ts for j in self.journeys if j.arrival_ts is not None)
+        return self._arrivals
+
+    def by_request(self) -> dict[str, Journey]:
+        """The file's journeys by request id (the last one of an id wins; computed once)."""
+        if self._by_request is None:
+            self._by_request = {j.request_id: j for j in self.journeys}
+        return self._by_request
+
+    def decode_kv_at_least(self, kv: float) -> tuple[DecodeSecond, ...]:
+        """Decode seconds whose peak KV usage is ≥ ``kv`` (file order; computed once per threshold)."""
+        hit = self._kv_at_least.get(kv)
+        if hit is None:
+            hit = self._kv_at_least[kv] = tuple(d for d in self.decode if d.kv_max >= kv)
+        return hit
+
+    def decode_kv_max(self) -> float | None:
+        """Peak KV usage of the file's decode seconds (None without any)."""
+        if self._kv_max is None and self.decode:
+            self._kv_max = max(d.kv_max for d in self.decode)
+        return self._kv_max
+
+
 @dataclass
 class ServerView:
-    """One server run (start → end) of one file, with its notable events and stats samples."""
+    """One server run (start → end) of one file, with its notable events and stats samples, and its
+    journeys and decode seconds indexed once (``servers()``), so a rule's pass over all server runs is
+    linear in the Run, not in (server runs × Run)."""
 
     srv: ServerRun
     events: list[Event] = field(default_factory=list)
     stats: list[StatsSample] = field(default_factory=list)
+    journeys: list[Journey] = field(default_factory=list)
+    """Journeys of this server run (``j.file == file and j.server == index``), in ``run.journeys`` order."""
+    decode: list[DecodeSecond] = field(default_factory=list)
+    """Handbook decode seconds of this server run, in ``run.series.decode`` order."""
+    in_file: FileIndex = field(default_factory=FileIndex)
+    """Journeys and decode seconds of the whole input file (shared by the file's server runs)."""
     ready_line: int | None = None
     """First line that shows the server serving (ready line, or first stats line); None if it never did."""
     graceful_line: int | None = None
@@ -177,20 +230,83 @@ class ServerView:
         return groups
 
 
-_CACHE: list[tuple[Any, tuple[int, int, int], list[ServerView]]] = []
-"""(weak reference to a Run, its views): the rules of one diagnose pass share the views."""
+@dataclass
+class RunIndex:
+    """What the rules look up across a Run, indexed once: the per-server views, per-file indexes,
+    notable events by kind, journey counts and the API request count."""
+
+    views: list[ServerView]
+    files: dict[str, FileIndex]
+    by_kind: dict[str, list[Event]]
+    api_requests: int
+    """Requests seen in API access lines (``/v1/…`` except ``/v1/models``)."""
+
+
+_CACHE: list[tuple[Any, tuple[int, ...], RunIndex]] = []
+"""(weak reference to a Run, its size, its index): the rules of one diagnose pass share the views."""
 
 
 def servers(run: Run) -> list[ServerView]:
     """Per-server views of a run (cached per Run object)."""
-    size = (len(run.notable), len(run.series.stats), len(run.servers))
-    for ref, n, views in _CACHE:
-        if ref() is run and n == size:  # a Run fed more events since is rebuilt
-            return views
+    return run_index(run).views
+
+
+def run_index(run: Run) -> RunIndex:
+    """The Run's index (built once per Run object; a Run fed more events since is rebuilt)."""
+    size = (len(run.notable), len(run.series.stats), len(run.servers), len(run.journeys),
+            len(getattr(run.series, "decode", ())))
+    for ref, n, idx in _CACHE:
+        if ref() is run and n == size:
+            return idx
+    idx = _build_index(run)
+    try:
+        _CACHE.append((weakref.ref(run), size, idx))
+    except TypeError:  # not weak-referenceable: keep it for this pass only
+        _CACHE.append((lambda r=run: r, size, idx))
+    if len(_CACHE) > 4:
+        _CACHE.pop(0)
+    return idx
+
+
+def _build_index(run: Run) -> RunIndex:
     views = [ServerView(s) for s in run.servers]
     by_file: dict[str, list[ServerView]] = {}
     for v in views:
         by_file.setdefault(v.file, []).append(v)
+    files: dict[str, FileIndex] = {}
+    for f, vs in by_file.items():
+        fi = files[f] = FileIndex()
+        for v in vs:
+            v.in_file = fi
+    by_server = {(v.file, v.index): v for v in views}
+    for j in run.journeys:
+        fi = files.get(j.file)
+        if fi is None:
+            fi = files[j.file] = FileIndex()
+        fi.journeys.append(j)  # type: ignore[union-attr]
+        v = by_server.get((j.file, getattr(j, "server", None)))
+        if v is not None:
+            v.journeys.append(j)
+    for d in getattr(run.series, "decode", ()):
+        fi = files.get(d.file)
+        if fi is None:
+            fi = files[d.file] = FileIndex()
+        fi.decode.append(d)  # type: ignore[union-attr]
+        v = by_server.get((d.file, d.server))
+        if v is not None:
+            v.decode.append(d)
+    for fi in files.values():
+        fi.journeys, fi.decode = tuple(fi.journeys), tuple(fi.decode)
+    by_kind: dict[str, list[Event]] = {}
+    for e in run.notable:
+        by_kind.setdefault(e.kind, []).append(e)
+    paths = getattr(run, "http_paths", None) or {}
+    api = sum(c for p, c in paths.items() if p.startswith("/v1/") and not p.startswith("/v1/models"))
+    _fill_views(run, views, by_file)
+    return RunIndex(views, files, by_kind, api)
+
+
+def _fill_views(run: Run, views: list[ServerView], by_file: dict[str, list[ServerView]]) -> None:
     starts = {f: [v.srv.first_line for v in vs] for f, vs in by_file.items()}
 
     def view_for(file: str, line: int, server: int | None = None) -> ServerView | None:
@@ -234,13 +350,6 @@ def servers(run: Run) -> list[ServerView]:
         for v in views:
             if v.ready_line is None and not any(e.kind in _API_KINDS for e in v.events):
                 v.peer_serving = [(t, end) for f, t, end in up if f != v.file]
-    try:
-        _CACHE.append((weakref.ref(run), size, views))
-    except TypeError:  # not weak-referenceable: keep it for this pass only
-        _CACHE.append((lambda r=run: r, size, views))
-    if len(_CACHE) > 4:
-        _CACHE.pop(0)
-    return views
 
 
 def interval_s(samples: Sequence[StatsSample]) -> float:
@@ -321,11 +430,15 @@ def ts_range(items: Sequence[Any]) -> tuple[datetime | None, datetime | None]:
 
 def request_count(run: Run, file: str | None = None) -> int:
     """Number of distinct requests seen (journeys, or API access lines when larger)."""
-    j = sum(1 for x in run.journeys if file is None or x.file == file)
+    idx = run_index(run)
+    if file is None:
+        j = len(run.journeys)
+    else:
+        fi = idx.files.get(file)
+        j = len(fi.journeys) if fi is not None else 0
     if file is not None and len(run.files) > 1:
         return j  # access-line counts are not kept per file
-    api = sum(c for p, c in run.http_paths.items() if p.startswith("/v1/") and not p.startswith("/v1/models"))
-    return max(j, api)
+    return max(j, idx.api_requests)
 
 
 def arg(v: ServerView, *names: str) -> Any:
@@ -513,7 +626,7 @@ def kernel_ooms(run: Run, v: ServerView) -> list[Event]:
     """Kernel OOM-killer reports (dmesg lines, any input file) about a process of this server run.
 
     Matched by pid when the log names its processes' pids; otherwise every report counts."""
-    kills = run.events_of("oom_killed")
+    kills = run_index(run).by_kind.get("oom_killed", [])
     if not kills:
         return []
     pids = {m.group(1) for e in v.events if e.process for m in [_PID.search(e.process)] if m}

@@ -39,7 +39,7 @@ class KvCachePressure(Rule):
             alloc = [e for e in v.of("block_allocation_failed") if not v.in_shutdown(e.line)]
             episodes: list[tuple[list, bool]] = []
             sustained_any = False
-            arrivals = sorted(j.arrival_ts for j in run.journeys if j.file == v.file and j.arrival_ts is not None)
+            arrivals = v.in_file.arrivals()
             for samples in v.by_engine().values():
                 # recurring bursts add up: a minute above the caution level in all is sustained pressure
                 # (and a cache at the critical level more than once: there V1 preempts without logging it)
@@ -55,7 +55,7 @@ class KvCachePressure(Rule):
                         episodes.append((st, silent or field_pre))
                         if self._sustained(st, samples, caution, float(options["min_sustained_s"])):
                             sustained_any = True
-            hb = [d for d in run.series.decode if d.file == v.file and d.kv_max >= caution]
+            hb = v.in_file.decode_kv_at_least(caution)
             if not episodes and not pre and len(hb) < int(options["min_decode_seconds"]):
                 continue
             samples_all = [s for st, _ in episodes for s in st]

@@ -32,7 +32,7 @@ class BlockAllocationFailed(Rule):
             if len(evs) < int(options["min_count"]):
                 continue
             ids = {e.request_id for e in evs if e.request_id}
-            kv = max((d.kv_max for d in run.series.decode if d.file == v.file), default=None)
+            kv = v.in_file.decode_kv_max()
             yield self.finding(
                 f"{len(evs)} KV-cache block allocations failed for {len(ids) or len(evs)} requests"
                 + (f" (KV usage peaked at {u.pct(kv)})" if kv else "") + ".",

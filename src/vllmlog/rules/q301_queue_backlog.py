@@ -55,8 +55,7 @@ class QueueBacklog(Rule):
                                            and all(b < a for a, b in zip(w, w[1:])) and dur < 2 * wait_s)
             hb = [e for e in v.of("queue_wait_exceeded") if not v.in_shutdown(e.line)]
             rejected = [e for e in v.of("request_rejected") if not v.in_shutdown(e.line)]
-            slow_j = [j for j in run.journeys if j.file == v.file and j.server == v.index
-                      and (u.jval(j, "queue_s") or 0) > wait_s]
+            slow_j = [j for j in v.journeys if (u.jval(j, "queue_s") or 0) > wait_s]
             if not found and not rejected and len(hb) < int(options["min_wait_lines"]) and len(slow_j) < int(options["min_wait_lines"]):
                 continue
             samples_all = [s for st in found for s in st]

@@ -41,7 +41,7 @@ class SlowGeneration(Rule):
                     if s.generation_throughput <= 0:
                         continue
                     decode.append((s, s.generation_throughput / s.running))
-            js = [j for j in run.journeys if j.file == v.file and j.server == v.index and getattr(j, "tpot_s", None)
+            js = [j for j in v.journeys if getattr(j, "tpot_s", None)
                   and (j.sources or {}).get("tpot_s") != "estimated"]
             slow_j = [j for j in js if j.tpot_s > 1.0 / target]
             speeds = [x for _, x in decode]

@@ -38,7 +38,7 @@ class SlowTtft(Rule):
                                       and (s.generation_throughput or 0) == 0):
                     if len(st) >= int(options["min_prefill_intervals"]):
                         stretches.append(st)
-            js = [j for j in run.journeys if j.file == v.file and j.server == v.index and u.jval(j, "ttft_s") is not None]
+            js = [j for j in v.journeys if u.jval(j, "ttft_s") is not None]
             slow_j = [j for j in js if (u.jval(j, "ttft_s") or 0) > thr]
             j_slow = len(slow_j) >= int(options["min_count"]) and len(slow_j) / max(len(js), 1) >= float(options["min_fraction"])
             if not stretches and not j_slow:
@@ -52,7 +52,7 @@ class SlowTtft(Rule):
                 st = max(stretches, key=len)
                 dur = u.duration_s(st) + u.interval_s(st)
                 rate = sum(s.prompt_throughput or 0 for s in st) / len(st)
-                active = [j for j in run.journeys if j.file == v.file and j.arrival_ts and st[0].ts
+                active = [j for j in v.in_file.journeys if j.arrival_ts and st[0].ts
                           and j.arrival_ts <= st[0].ts and (j.finish_ts is None or j.finish_ts >= st[-1].ts)]
                 evid += [u.sample_ev(s) for s in u.pick(st, u.interval_s(st))]
                 if cfg:

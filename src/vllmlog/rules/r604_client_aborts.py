@@ -45,7 +45,7 @@ class ClientAborts(Rule):
             total = max(u.request_count(run, v.file), n, 1)
             share = n / total
             sev = self.severity if n >= int(options["min_count"]) and share >= float(options["min_fraction"]) else Severity.INFO
-            js = {j.request_id: j for j in run.journeys if j.file == v.file}
+            js = v.in_file.by_request()
             ages = []
             for e in evs:
                 j = js.get(e.request_id or "")
