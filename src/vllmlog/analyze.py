@@ -245,6 +245,8 @@ class Analysis:
             "findings": rd(self.findings) if self.findings is not None else None,
             "timeline": rd(self.timeline) if self.timeline is not None else None,
             "unavailable": self.unavailable,
+            "traces": run.traces,
+            "startup": [w.to_dict() for w in run.startup],
             "parse": {"lines": run.parse_stats.lines, "events": run.parse_stats.events,
                       "unknown_templates": rd(run.parse_stats.to_dict(20)["unknown_templates"])},
         }
@@ -287,10 +289,13 @@ def analyze(
     progress: Callable[[int], None] | None = None,
     config: Any = None,
     run: Run | None = None,
+    traces: Sequence[str] | Any = None,
 ) -> Analysis:
-    """Parse the logs (or take an already loaded ``run``), diagnose, build the timeline."""
+    """Parse the logs (or take an already loaded ``run``), diagnose, build the timeline.
+
+    ``traces``: OTLP JSON trace files whose spans join the journeys (see ``vllmlog.traces``)."""
     if run is None:
-        run = load(paths, year=year, progress=progress)
+        run = load(paths, year=year, progress=progress, traces=traces)
     unavailable: dict[str, str] = {}
     ru = red_use(run)
     summary, why = _summary_detail(run)

@@ -1,9 +1,10 @@
 """Per-request journeys: queue → scheduled → first token → last token (vLLM's own phases).
 
 One ``Journey`` per request (per attempt, per server run). Every number carries where it came from in
-``sources``: ``logged`` (a line states it), ``derived`` (from sub-second timestamps or from logged
-numbers) or ``estimated`` (from 1-second log timestamps, counted stream lines, or inference such as
-"no end line, but the server shut down cleanly").
+``sources``: ``traced`` (vLLM's ``llm_request`` OpenTelemetry span states it, exactly), ``logged`` (a line
+states it), ``derived`` (from sub-second timestamps or from traced/logged numbers) or ``estimated`` (from
+1-second log timestamps, counted stream lines, or inference such as "no end line, but the server shut
+down cleanly"). ``seen_in`` says where the request was seen: ``log``, ``trace`` or ``log+trace``.
 
 Conventions (``vllm bench serve``): TTFT = arrival → first token, e2e = arrival → finish,
 TPOT = (e2e − TTFT) / (output tokens − 1) only when output tokens > 1, decode = e2e − TTFT.
@@ -32,7 +33,7 @@ from typing import Any, Callable
 from .model import Event
 
 #: Ranking of number provenance, best first.
-SOURCE_RANK = {"logged": 0, "derived": 1, "estimated": 2}
+SOURCE_RANK = {"traced": 0, "logged": 1, "derived": 2, "estimated": 3}
 STATUSES = ("success", "aborted", "error", "cancelled", "unfinished")
 
 _ENGINE_SUFFIX = re.compile(r"^(?P<api>.+)-[0-9a-f]{8}$")
@@ -53,7 +54,8 @@ COLUMNS = (
     "http_status", "arrival_ts", "scheduled_ts", "prefill_start_ts", "prefill_end_ts", "first_token_ts",
     "last_token_ts", "finish_ts", "queue_s", "prefill_s", "ttft_s", "decode_s", "tpot_s", "e2e_s",
     "prompt_tokens", "output_tokens", "max_tokens", "blocks", "decode_steps", "preemptions",
-    "queue_wait_exceeded", "ts_resolution_s", "first_line", "last_line", "sources",
+    "queue_wait_exceeded", "ts_resolution_s", "first_line", "last_line", "inference_s", "trace_id", "seen_in",
+    "client_ttft_s", "client_e2e_s", "sources",
 )
 TS_COLUMNS = ("arrival_ts", "scheduled_ts", "prefill_start_ts", "prefill_end_ts", "first_token_ts",
               "last_token_ts", "finish_ts")
@@ -76,9 +78,9 @@ def _max(a: datetime | None, b: datetime | None) -> datetime | None:
 
 
 def _worst(*srcs: str | None) -> str:
-    best = "logged"
+    best = "traced"
     for s in srcs:
-        if s is not None and SOURCE_RANK.get(s, 2) > SOURCE_RANK[best]:
+        if s is not None and SOURCE_RANK.get(s, 3) > SOURCE_RANK[best]:
             best = s
     return best
 
@@ -120,7 +122,18 @@ class Journey:
     decode_steps: int = 0
     queue_wait_exceeded: bool = False
     ts_resolution_s: float = 1.0
-    """1.0 for text logs (``MM-DD HH:MM:SS``), 0.001 when any timestamp had sub-second digits."""
+    """1.0 for text logs (``MM-DD HH:MM:SS``), 0.001 when any timestamp had sub-second digits, 1e-6 when a
+    trace span gave the request's times."""
+    inference_s: float | None = None
+    """vLLM's ``time_in_model_inference`` (scheduled → finished in the engine; traced)."""
+    trace_id: str | None = None
+    """The OpenTelemetry trace id of the request's ``llm_request`` span (to open it in Jaeger/Tempo)."""
+    seen_in: str = "log"
+    """``log``, ``trace`` (a span, no log line) or ``log+trace``."""
+    client_ttft_s: float | None = None
+    """TTFT as the client measured it (``--client``: vllm bench serve / GuideLLM results)."""
+    client_e2e_s: float | None = None
+    """End-to-end latency as the client measured it."""
     # working state (not exported)
     ended: bool = False
     reached_engine: bool = False
@@ -227,6 +240,8 @@ class JourneyBuilder:
         self.alias: dict[str, str] = {}
         self.clean_shutdown = False
         self.emitted = 0
+        self.spans: Any = None
+        """A ``traces.join.SpanJoiner`` when trace spans are joined in (``Pipeline(traces=…)``)."""
         self._last: Journey | None = None
         self._last_kind: str | None = None
 
@@ -245,6 +260,8 @@ class JourneyBuilder:
     def finish(self) -> list[Journey]:
         """End of input: close everything; return all kept journeys (in arrival order)."""
         self._flush_all()
+        if self.spans is not None:
+            self.spans.emit_leftovers(self)  # spans no log line named: journeys of their own
         self.done.sort(key=lambda j: (j.file, j.server, j.first_line))
         return self.done
 
@@ -268,6 +285,8 @@ class JourneyBuilder:
 
     def _emit(self, j: Journey, clean: bool | None = None) -> None:
         """Finalize a journey and hand it on (sink, kept list); ``clean`` overrides the shutdown verdict."""
+        if self.spans is not None:
+            self.spans.on_emit(j)  # its llm_request span, if the traces have one
         j.finalize((self.clean_shutdown if j.server == self.server else False) if clean is None else clean)
         self.emitted += 1
         if self.sink is not None:
@@ -297,6 +316,27 @@ class JourneyBuilder:
         for a in old.aliases:
             self.alias.pop(a, None)
         self._emit(old, clean=False)
+
+    def add_span(self, rs: Any) -> bool:
+        """Live: a request span for a journey still held (open or lingering) ends it with the span's numbers.
+
+        Returns False when no journey here has the span's id (the caller lets it wait for its log line)."""
+        sp = self.spans
+        if sp is None:
+            return False
+        from .traces.join import span_keys
+
+        for rid in span_keys(rs.request_id):
+            key = self._resolve(rid)
+            j = self.open.get(key)
+            if j is None:
+                j = self.closing.get(key)
+            if j is None or j.seen_in != "log" or not sp.attach(j, rs):
+                continue
+            if key in self.open:
+                self._close(j)
+            return True
+        return False
 
     # -- events
     def _resolve(self, rid: str) -> str:

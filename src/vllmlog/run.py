@@ -54,6 +54,8 @@ class ServerRun:
     """Facts from start-up lines: kv_cache_tokens, num_gpu_blocks, max_concurrency, …"""
     ready: bool = False
     shutdown: bool = False
+    api_pid: str | None = None
+    """The API server's pid (``(APIServer pid=N)``): its trace spans carry it as ``vllm.process_id``."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape."""
@@ -64,7 +66,7 @@ class ServerRun:
             "end_ts": self.end_ts.isoformat() if self.end_ts else None,
             "first_line": self.first_line, "last_line": self.last_line, "version": self.version,
             "model": self.model, "generation": self.generation, "args": self.args, "config": self.config,
-            "ready": self.ready, "shutdown": self.shutdown,
+            "ready": self.ready, "shutdown": self.shutdown, "api_pid": self.api_pid,
         }
 
 
@@ -86,6 +88,20 @@ class Run:
     start_ts: datetime | None = None
     end_ts: datetime | None = None
     notable_dropped: int = 0
+    trace_spans: list[Any] = field(default_factory=list)
+    """Trace spans other than ``llm_request`` (start-up spans …), from ``--traces`` or the live receiver."""
+    traces: dict[str, Any] | None = None
+    """What the trace input held and how it joined (``TraceStats`` + ``SpanJoiner`` counts); None without traces."""
+
+    @property
+    def startup(self) -> list[Any]:
+        """Start-up waterfalls from the loading spans (``traces.startup.Waterfall``), one per server start."""
+        if not self.trace_spans:
+            return []
+        from .traces.startup import waterfalls
+
+        off = (self.traces or {}).get("join", {}).get("clock_offset_s", 0.0)
+        return waterfalls(self.trace_spans, offset_s=off)
 
     def events_of(self, *kinds: str) -> list[Event]:
         """Notable events of the given kinds, in order."""
@@ -109,8 +125,14 @@ class Pipeline:
         max_notable: int = 200_000,
         journey_sink: Callable[[Journey], None] | None = None,
         keep_journeys: bool = True,
+        traces: Any = None,
     ) -> None:
         self.journeys = JourneyBuilder(sink=journey_sink, keep=keep_journeys)
+        self.trace_spans: list[Any] = []
+        self.trace_stats: Any = None
+        self.joiner: Any = None
+        if traces is not None:
+            self.use_traces(traces)
         self.series = SeriesBuilder()
         self.notable: list[Event] = []
         self.max_notable = max_notable
@@ -124,6 +146,48 @@ class Pipeline:
         self.start_ts: datetime | None = None
         self.end_ts: datetime | None = None
         self._cur_file: str | None = None
+
+    # -- trace spans
+    def use_traces(self, traces: Any) -> None:
+        """Join trace spans (a ``traces.TraceSet``) into the journeys; its start-up spans go to the Run."""
+        from .traces.join import SpanJoiner
+
+        if self.joiner is None:
+            self.joiner = SpanJoiner(pid_of=self._pid_of, servers=lambda: self.servers,
+                                     startup_spans=lambda: self.trace_spans)
+            self.journeys.spans = self.joiner
+        self.trace_stats = traces.stats
+        for rs in traces.requests:
+            self.joiner.add(rs)
+        self.trace_spans.extend(traces.spans)
+
+    def add_spans(self, items: Sequence[Any], now: float = 0.0) -> None:
+        """Live: spans just received. A request span ends its journey if the builder holds it, else waits."""
+        from .traces.otlp import RequestSpan
+
+        if self.joiner is None:
+            from .traces.otlp import TraceSet
+
+            self.use_traces(TraceSet())
+        for s in items:
+            if isinstance(s, RequestSpan):
+                if not self.journeys.add_span(s):
+                    self.joiner.add(s, now)
+            else:
+                self.trace_spans.append(s)
+
+    def _pid_of(self, file: str, index: int) -> str | None:
+        for s in reversed(self.servers):
+            if s.file == file and s.index == index:
+                return s.api_pid
+        return None
+
+    def _traces_dict(self) -> dict[str, Any] | None:
+        if self.joiner is None:
+            return None
+        d = self.trace_stats.to_dict() if self.trace_stats is not None else {}
+        d["join"] = self.joiner.to_dict()
+        return d
 
     # -- server runs
     def _server(self, e: Event) -> ServerRun:
@@ -275,6 +339,11 @@ class Pipeline:
         srv.last_line = e.line_end
         if ts is not None:
             srv.end_ts = ts
+        p = e.process
+        if p is not None and srv.api_pid is None and p.startswith("APIServer"):
+            i = p.find("pid=")
+            if i >= 0:
+                srv.api_pid = p[i + 4:].split(",")[0].split()[0]
         if srv.generation is None and e.source is not None:
             srv.generation = "v1" if e.text.find("[" + e.source) >= 0 else "v0"
         if k == "decode_step" or k == "request_queued":
@@ -364,7 +433,8 @@ class Pipeline:
             files=list(self.files), servers=self.servers, journeys=journeys, series=self.series,
             notable=self.notable, kinds=self.kinds, levels=self.levels, http_status=self.http_status,
             http_paths=self.http_paths, parse_stats=stats or ParseStats(), start_ts=self.start_ts,
-            end_ts=self.end_ts, notable_dropped=self.notable_dropped,
+            end_ts=self.end_ts, notable_dropped=self.notable_dropped, trace_spans=self.trace_spans,
+            traces=self._traces_dict(),
         )
 
 
@@ -373,14 +443,28 @@ def load(
     *,
     year: int | None = None,
     progress: Callable[[int], None] | None = None,
+    traces: Sequence[str] | Any = None,
 ) -> Run:
-    """Parse inputs and build the ``Run`` (journeys, series, server runs, notable events)."""
+    """Parse inputs and build the ``Run`` (journeys, series, server runs, notable events).
+
+    ``traces``: OTLP JSON trace files (or a ``traces.TraceSet``) whose spans join the journeys."""
     st = ParseStats()
-    pipe = Pipeline()
+    pipe = Pipeline(traces=read_trace_input(traces))
     with bulk_gc():
         for batch in iter_batches(paths, year=year, stats=st, progress=progress):
             pipe.feed(batch)
         return pipe.finish(st)
+
+
+def read_trace_input(traces: Sequence[str] | Any) -> Any:
+    """``--traces`` paths → a ``TraceSet`` (None/empty → None; a ``TraceSet`` passes through)."""
+    if traces is None or (not isinstance(traces, str) and hasattr(traces, "__len__") and len(traces) == 0):
+        return None
+    if hasattr(traces, "requests") and hasattr(traces, "stats"):
+        return traces
+    from .traces.otlp import read_traces
+
+    return read_traces(traces)
 
 
 #: Generation-0 threshold while a file is parsed in bulk (Python's default is 700).

@@ -526,6 +526,9 @@ def summarize(run: Run, digest: Digest | None = None, slo: SloTargets | None = N
         "slo": js.slo_dict(),
         "lines": run.parse_stats.lines,
     }
+    if run.traces is not None:  # --traces: what the trace input held, how it joined, the start-up waterfall
+        doc["traces"] = run.traces
+        doc["startup"] = [w.to_dict() for w in run.startup]
     if by is not None:
         doc["buckets"] = buckets(run, by, js.slo, top=top, stats=digest.buckets if digest.by == by else None)
     return doc
@@ -533,11 +536,12 @@ def summarize(run: Run, digest: Digest | None = None, slo: SloTargets | None = N
 
 def summarize_paths(paths: Sequence[str] | str, *, year: int | None = None, slo: SloTargets | None = None,
                     by: str | None = None, top: int = 30, progress: Callable[[int], None] | None = None,
-                    journey_sink: Callable[[Journey], None] | None = None) -> dict[str, Any]:
+                    journey_sink: Callable[[Journey], None] | None = None,
+                    traces: Sequence[str] | Any = None) -> dict[str, Any]:
     """Stream logs into a summary in bounded memory: journeys are folded in (and passed to
-    ``journey_sink``) as they complete, never all kept."""
+    ``journey_sink``) as they complete, never all kept. ``traces``: OTLP JSON files whose spans join."""
     from .reader import ParseStats, iter_batches
-    from .run import Pipeline, bulk_gc
+    from .run import Pipeline, bulk_gc, read_trace_input
 
     digest = Digest(slo, by)
 
@@ -547,7 +551,7 @@ def summarize_paths(paths: Sequence[str] | str, *, year: int | None = None, slo:
 
     sink = digest.add if journey_sink is None else both
     st = ParseStats()
-    pipe = Pipeline(journey_sink=sink, keep_journeys=False)
+    pipe = Pipeline(journey_sink=sink, keep_journeys=False, traces=read_trace_input(traces))
     with bulk_gc():
         for batch in iter_batches(paths, year=year, stats=st, progress=progress):
             pipe.feed(batch)

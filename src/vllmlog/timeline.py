@@ -268,6 +268,10 @@ def build_timeline(run: Any, findings: Sequence[Finding] | None = None, around: 
                    window: timedelta | str | None = None, *, limit: int = 2000) -> list[TimelineEntry]:
     """The incident story of ``run``: chronological entries, optionally only ``window`` around a time."""
     entries = _events(run) + _metrics(run)
+    if getattr(run, "trace_spans", None):  # --traces: the start-up waterfall (vllmlog.traces.startup)
+        from .traces.startup import timeline_entries
+
+        entries += timeline_entries(run)
     for f in findings or []:
         if f.first_seen is None and not f.evidence:
             continue

@@ -14,7 +14,10 @@ from ..analyze import FAIL_ON_CHOICES, analyze, example_names, example_path, sho
 from ..errors import ConfigError
 from ..redact import Redactor
 from ._app import app
-from .common import PrometheusOpt, SinceOpt, merge_prometheus_opt, OptInt, OptStr, YearOpt, progress_bar, stdout_console
+from .common import (
+    OptInt, OptPaths, OptStr, PrometheusOpt, SinceOpt, TracesOpt, YearOpt, merge_prometheus_opt, progress_bar,
+    stdout_console,
+)
 from ..parsing.fields import dumps_safe
 
 DEFAULT_REPORT = "vllmlog-report.html"
@@ -36,6 +39,7 @@ def analyze_cmd(
     year: OptInt = YearOpt,
     prometheus: OptStr = PrometheusOpt,
     since: OptStr = SinceOpt,
+    traces: OptPaths = TracesOpt,
 ) -> None:
     """Is the service healthy, what went wrong, what to change — and an HTML report to share."""
     if fail_on not in FAIL_ON_CHOICES:
@@ -54,12 +58,12 @@ def analyze_cmd(
         if prometheus:
             from ..run import load
 
-            run = load(paths, year=year, progress=prog)
+            run = load(paths, year=year, progress=prog, traces=traces)
             merge_prometheus_opt(run, prometheus, since)
             result = analyze(paths, year=year, run=run)
         else:
             merge_prometheus_opt(None, None, since)  # --since alone is a usage error
-            result = analyze(paths, year=year, progress=prog)  # type: ignore[arg-type]
+            result = analyze(paths, year=year, progress=prog, traces=traces)  # type: ignore[arg-type]
     report_path = None
     size = None
     if not no_html:

@@ -13,10 +13,15 @@ PathsArg = typer.Argument(..., help="vLLM log files (plain or .gz); - reads stan
 YearOpt = typer.Option(None, "--year", help="Year of the log's MM-DD timestamps (default: the file's modification year).")
 JsonOpt = typer.Option(False, "--json", help="Machine-readable JSON output.")
 OutOpt = typer.Option(None, "--output", "-o", help="Write to this file instead of standard output.")
+TracesOpt = typer.Option(None, "--traces", help="OpenTelemetry traces of the same server (OTLP JSON lines, the "
+                         "Collector file exporter's format; plain or .gz): vLLM's llm_request spans give exact "
+                         "per-request timings, its loading spans the start-up waterfall. Repeatable.",
+                         metavar="TRACES")
 
 PathsT = List[str]
 OptInt = Optional[int]
 OptStr = Optional[str]
+OptPaths = Optional[List[str]]
 
 stderr = Console(stderr=True)
 

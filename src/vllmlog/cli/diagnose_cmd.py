@@ -15,17 +15,20 @@ from rich.text import Text
 
 from ..errors import ConfigError
 from ._app import app
-from .common import PrometheusOpt, SinceOpt, merge_prometheus_opt, JsonOpt, OptInt, OptStr, PathsArg, PathsT, YearOpt, progress_bar, stdout_console
+from .common import (
+    JsonOpt, OptInt, OptPaths, OptStr, PathsArg, PathsT, PrometheusOpt, SinceOpt, TracesOpt, YearOpt,
+    merge_prometheus_opt, progress_bar, stdout_console,
+)
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="TOML file with thresholds ([thresholds], [rules.CODE]).")
 _STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def _load(logs: list[str], year: Optional[int]):
+def _load(logs: list[str], year: Optional[int], traces: Optional[list[str]] = None):
     from ..run import load
 
     with progress_bar(logs) as prog:
-        return load(logs, year=year, progress=prog)
+        return load(logs, year=year, progress=prog, traces=traces)
 
 
 def _dump(obj: object) -> None:
@@ -41,6 +44,7 @@ def diagnose_cmd(
     config: OptStr = ConfigOpt,
     year: OptInt = YearOpt,
     min_severity: str = typer.Option("info", "--min-severity", help="Hide findings below this severity (human output)."),
+    traces: OptPaths = TracesOpt,
 ) -> None:
     """Diagnose vLLM logs: what broke, the lines that show it, the root cause and the flag that fixes it."""
     from ..diagnose import at_or_above, diagnose, summarize
@@ -52,7 +56,7 @@ def diagnose_cmd(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     cfg = load_config(config)
-    run = _load(logs, year)
+    run = _load(logs, year, traces)
     findings = diagnose(run, cfg)
     if json_out:
         _dump({"findings": [f.to_dict() for f in findings], "summary": summarize(findings, run)})
@@ -203,6 +207,7 @@ def timeline_cmd(
     all_entries: bool = typer.Option(False, "--all", help="Also show info-level entries (lifecycle details, metric notes)."),
     prometheus: OptStr = PrometheusOpt,
     since: OptStr = SinceOpt,
+    traces: OptPaths = TracesOpt,
 ) -> None:
     """The incident story: lifecycle, warnings/errors, metric turning points and findings, in order."""
     from ..diagnose import diagnose
@@ -211,7 +216,7 @@ def timeline_cmd(
 
     cfg = load_config(config)
     win = parse_window(window)
-    run = _load(logs, year)
+    run = _load(logs, year, traces)
     merge_prometheus_opt(run, prometheus, since)
     findings = diagnose(run, cfg)
     centre = around

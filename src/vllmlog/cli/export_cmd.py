@@ -10,7 +10,7 @@ import typer
 
 from ..reader import parse
 from ._app import app
-from .common import OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt, close_output, open_output
+from .common import OptInt, OptPaths, OptStr, OutOpt, PathsArg, PathsT, TracesOpt, YearOpt, close_output, open_output
 from ..parsing.fields import dumps_safe
 
 
@@ -29,11 +29,13 @@ def export_cmd(
     batch: int = typer.Option(5000, "--batch", help="Entries per Loki push body."),
     output: OptStr = OutOpt,
     year: OptInt = YearOpt,
+    traces: OptPaths = TracesOpt,
 ) -> None:
     """Export events with stable labels (job, instance, model, level, kind, request_id) for Loki, Alloy, Vector or Elasticsearch.
 
     Loki bodies use only job/instance/model/level as stream labels; kind, request_id, process and source
-    travel as structured metadata. Push one with:
+    travel as structured metadata. With --traces, every span follows the log's events as a `trace_request`
+    (llm_request: traced latencies) or `trace_span` record, stamped with the span's exact UTC time. Push one with:
     `vllmlog export server.log --to loki | head -1 | curl -H 'Content-Type: application/json' --data-binary @- http://loki:3100/loki/api/v1/push`
     """
     from ..export.logs import loki_bodies, ndjson_records
@@ -44,6 +46,13 @@ def export_cmd(
     skipped: list[int] = []
     try:
         events = parse(logs, year=year)
+        if traces:
+            import itertools
+
+            from ..traces.events import span_events
+            from ..traces.otlp import read_traces
+
+            events = itertools.chain(events, span_events(read_traces(traces), utc_offset_s=off))
         if to is LogFormat.ndjson:
             buf: list[bytes] = []
             for rec in ndjson_records(events, job=job, instance=instance, utc_offset_s=off):

@@ -17,7 +17,9 @@ from ..journeys import STATUSES, Journey
 from ..run import load
 from ..summary import SloTargets, summarize_paths
 from ._app import app
-from .common import JsonOpt, OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt, progress_bar, stdout_console
+from .common import (
+    JsonOpt, OptInt, OptPaths, OptStr, OutOpt, PathsArg, PathsT, TracesOpt, YearOpt, progress_bar, stdout_console,
+)
 
 ByOpt = typer.Option(None, "--by", help="Add a digest per `day` or `hour` (the handbook's morning read).")
 SloOpt = typer.Option(None, "--slo", help="SLO target NAME=VALUE (ttft_s=1, tokens_per_s=20, queue_s=30, e2e_s=…); repeatable.")
@@ -53,6 +55,7 @@ def summary_cmd(
     top: int = typer.Option(15, "--top", help="How many warning/error templates to list."),
     output: OptStr = OutOpt,
     year: OptInt = YearOpt,
+    traces: OptPaths = TracesOpt,
 ) -> None:
     """Service summary: runs, RED (rate, errors, latency percentiles), USE (KV cache, queue), SLOs, warnings."""
     targets = SloTargets.parse(slo)
@@ -61,7 +64,8 @@ def summary_cmd(
     writer = JourneyWriter(journeys) if journeys else None
     try:
         with progress_bar(logs) as prog:
-            doc = summarize_paths(logs, year=year, slo=targets, by=by, top=top, progress=prog, journey_sink=writer)
+            doc = summarize_paths(logs, year=year, slo=targets, by=by, top=top, progress=prog, journey_sink=writer,
+                                  traces=traces)
     finally:
         if writer is not None:
             writer.close()
@@ -183,12 +187,13 @@ def requests_cmd(
     fmt: OptStr = typer.Option(None, "--format", help="Table format for -o: csv, json, jsonl, parquet (default: from the extension)."),
     output: OptStr = OutOpt,
     year: OptInt = YearOpt,
+    traces: OptPaths = TracesOpt,
 ) -> None:
     """One row per request: queue → prefill → first token → finish, with where each number came from."""
     if metric not in ("e2e_s", "ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s"):
         raise ConfigError(f"--metric {metric!r} is not a journey duration", hint="use e2e_s, ttft_s, tpot_s, queue_s, prefill_s or decode_s")
     with progress_bar(logs) as prog:
-        run = load(logs, year=year, progress=prog)
+        run = load(logs, year=year, progress=prog, traces=traces)
     js = _select(run.journeys, status, slowest, metric)
     if output and (fmt or not (json_out or csv_out)):
         write_journeys(js, output, fmt or format_of(output))
@@ -209,7 +214,7 @@ def requests_cmd(
             v = getattr(j, name)
             if v is None:
                 return "–"
-            mark = {"logged": "", "derived": "", "estimated": "~"}.get(j.sources.get(name, ""), "")
+            mark = {"traced": "", "logged": "", "derived": "", "estimated": "~"}.get(j.sources.get(name, ""), "")
             return f"{mark}{v:.3f}" if isinstance(v, float) else f"{mark}{v}"
         st = j.status + ("~" if j.sources.get("status") == "estimated" else "")
         t.add_row(j.request_id, st, j.arrival_ts.isoformat(sep=" ") if j.arrival_ts else "–", n("queue_s"), n("ttft_s"),
