@@ -20,7 +20,7 @@ def test_diagnose_json_shape_and_order(capsys) -> None:
     rc = main(["diagnose", HANG, "--json", "--year", "2026"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 1
-    assert set(doc) == {"findings", "summary"}
+    assert set(doc) == {"findings", "summary", "numbers"}  # numbers: the same as analyze and summary show
     f = doc["findings"][0]
     assert f["code"] == "E401" and f["category"] == "engine_hang" and f["severity"] == "error"
     for key in ("rule", "title", "message", "evidence", "root_cause", "remediation", "first_seen", "last_seen", "count",

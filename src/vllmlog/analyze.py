@@ -13,7 +13,6 @@ pretending everything is fine.
 from __future__ import annotations
 
 import importlib
-import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, Callable, Sequence
 from .errors import InputError
 from .redact import DEFAULT as DEFAULT_REDACTOR
 from .redact import Redactor
+from .numbers import compute, describe, percentile  # noqa: F401  (describe: re-exported)
 from .run import Run, load
 
 #: Severities, least to most severe (vllmlog's common vocabulary).
@@ -108,90 +108,67 @@ def should_fail(findings: Sequence[dict[str, Any]] | None, fail_on: str) -> bool
 # --------------------------------------------------------------------------- statistics
 
 def quantile(sorted_vals: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated quantile of an ascending list (None when empty)."""
-    n = len(sorted_vals)
-    if n == 0:
-        return None
-    if n == 1:
-        return float(sorted_vals[0])
-    pos = q * (n - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, n - 1)
-    return float(sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo))
-
-
-def describe(values: Sequence[float | None]) -> dict[str, Any]:
-    """count / mean / p50 / p90 / p95 / p99 / max of the non-null values."""
-    v = sorted(float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x)))
-    if not v:
-        return {"count": 0}
-    return {"count": len(v), "mean": sum(v) / len(v), "p50": quantile(v, 0.5), "p90": quantile(v, 0.9),
-            "p95": quantile(v, 0.95), "p99": quantile(v, 0.99), "max": v[-1]}
+    """Linear-interpolated quantile of an ascending list (None when empty), as numpy's default."""
+    return percentile(sorted_vals, q * 100)
 
 
 LATENCY_METRICS = ("queue_s", "ttft_s", "tpot_s", "e2e_s")
 
 
-def _mean_max(vals: list[float]) -> dict[str, Any]:
-    if not vals:
+def _mean_max(u: dict[str, Any]) -> dict[str, Any]:
+    """``count / mean / max`` of a ``numbers.usage`` block (time-weighted mean)."""
+    if not u.get("count"):
         return {"count": 0}
-    return {"count": len(vals), "mean": sum(vals) / len(vals), "max": max(vals)}
+    return {"count": u["count"], "mean": u.get("time_weighted_mean", u.get("mean")), "max": u["max"]}
 
 
-def red_use(run: Run) -> dict[str, Any]:
-    """The compact RED/USE numbers the report and terminal show, computed from the ``Run``.
+def red_use(run: Run, numbers: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The compact RED/USE view the terminal and the HTML report show — a selection of
+    ``vllmlog.numbers.compute(run)`` (pass ``numbers`` when already computed), never a second computation.
 
-    RED: request rate, errors (non-success journeys, HTTP ≥ 400), durations (queue, TTFT, TPOT,
-    e2e). USE: running/waiting/swapped, KV-cache usage, preemptions, throughput.
-    """
-    js = run.journeys
-    status: dict[str, int] = {}
-    for j in js:
-        status[j.status] = status.get(j.status, 0) + 1
-    arrivals = [j.arrival_ts for j in js if j.arrival_ts is not None]
-    span = (max(arrivals) - min(arrivals)).total_seconds() if len(arrivals) > 1 else 0.0
-    http_total = sum(run.http_status.values())
-    http_err = sum(c for s, c in run.http_status.items() if s >= 400)
-    http_5xx = sum(c for s, c in run.http_status.items() if s >= 500)
-    failed = sum(c for s, c in status.items() if s not in ("success", "finished", "stop", "length", "unfinished"))
+    RED: request rate, errors and aborts (ratios over finished requests), durations (queue, TTFT,
+    TPOT, e2e over successful requests). USE: running/waiting/swapped, KV-cache usage, preemptions,
+    throughput."""
+    n = numbers if numbers is not None else compute(run)
+    r = n["requests"]
     durations = {}
     for m in LATENCY_METRICS:
-        d = describe([getattr(j, m, None) for j in js])
+        d = dict(n["latency"][m])
         if d["count"]:
-            srcs = [j.sources.get(m) for j in js if getattr(j, m, None) is not None]
-            d["estimated"] = sum(1 for x in srcs if x == "estimated") / len(srcs)
-            res = [r for j in js if getattr(j, m, None) is not None and (r := getattr(j, "ts_resolution_s", None))]
-            d["ts_resolution_s"] = max(res) if res else None
+            # kept for older readers: share of estimated values in the distribution (0 or 1: never mixed)
+            d["estimated"] = 1.0 if d["basis"] == "estimated" else 0.0
+            d["ts_resolution_s"] = d.get("resolution_s")
         durations[m] = d
-    st = run.series.stats
-    dec = run.series.decode
-
-    def col(name: str) -> list[float]:
-        return [float(v) for s in st if (v := getattr(s, name)) is not None]
-
-    kv = col("kv_cache_usage") or [d.kv_max for d in dec]
-    preempt_vals = col("preemptions")
+    q = n["queue"]
+    th = n["throughput"]
+    pre = n["preemptions"]
     use = {
-        "running": _mean_max(col("running")),
-        "waiting": _mean_max(col("waiting")),
-        "swapped": _mean_max(col("swapped")),
-        "kv_cache_usage": _mean_max(kv),
-        "batch_size": _mean_max([d.batch_size_mean for d in dec]) if dec else {"count": 0},
-        "prompt_throughput": _mean_max(col("prompt_throughput")),
-        "generation_throughput": _mean_max(col("generation_throughput")),
-        "preemptions": (max(preempt_vals) if preempt_vals else None),
-        "preempted_requests": sum(1 for j in js if j.preemptions),
+        "running": _mean_max(q["running"]),
+        "waiting": dict(_mean_max(q["waiting"]), time_above_0_s=n["waiting"]["time_above_0_s"]),
+        "swapped": _mean_max(q["swapped"]),
+        "kv_cache_usage": _mean_max(n["kv_cache_usage"]),
+        "batch_size": _mean_max(n["batch_size"]),
+        "prompt_throughput": _mean_max(th["prompt_tokens_per_s"]),
+        "generation_throughput": _mean_max(th["generation_tokens_per_s"]),
+        "preemptions": pre["total"],
+        "preemptions_source": pre["source"],
+        "silent_preemption": pre["silent"],
+        "preempted_requests": pre["requests_preempted"],
     }
+    http = n["http"]
     return {
         "requests": {
-            "total": len(js), "by_status": dict(sorted(status.items(), key=lambda kv: -kv[1])),
-            "failed_or_aborted": failed, "unfinished": status.get("unfinished", 0),
-            "rate_per_s": (len(arrivals) / span) if span > 0 else None,
-            "http": {"total": http_total, "errors": http_err, "5xx": http_5xx,
-                     "by_status": {str(k): v for k, v in sorted(run.http_status.items())}},
+            "total": r["total"], "by_status": {k: v for k, v in r["by_status"].items() if v},
+            "finished": r["finished"], "failed": r["failed"], "aborted": r["aborted"],
+            "failed_or_aborted": r["failed"] + r["aborted"], "unfinished": r["by_status"]["unfinished"],
+            "error_rate": r["error_rate"], "abort_rate": r["abort_rate"],
+            "rate_per_s": r["rate_per_s"], "rate": r["rate"],
+            "http": {"total": http["total"], "errors": http["errors"], "5xx": http["5xx"], "by_status": http["by_status"]},
         },
         "durations": durations,
+        "time_to_abort_s": n["time_to_abort_s"],
         "use": use,
+        "unmeasured": n["unmeasured"],
         "levels": dict(run.levels),
         "lines": run.parse_stats.lines,
         "events": run.parse_stats.events,
@@ -206,7 +183,7 @@ class Analysis:
 
     run: Run
     red_use: dict[str, Any]
-    """The compact RED/USE numbers every output shows (``red_use``)."""
+    """The compact RED/USE view every output shows (``red_use``: a selection of ``numbers``)."""
     summary: dict[str, Any] | None
     """The full summary document of ``vllmlog.summary`` (None when unavailable)."""
     findings: list[dict[str, Any]] | None
@@ -215,6 +192,8 @@ class Analysis:
     """Incident timeline entries; None when unavailable."""
     unavailable: dict[str, str] = field(default_factory=dict)
     """Parts that could not be produced → why (``{"diagnosis": "…"}``)."""
+    numbers: dict[str, Any] | None = None
+    """The shared numbers (``vllmlog.numbers.compute``) that ``red_use`` and ``summary`` show."""
 
     @property
     def verdict(self) -> str:
@@ -241,6 +220,7 @@ class Analysis:
                            "end": run.end_ts.isoformat() if run.end_ts else None},
             "servers": [rd(server_view(s.to_dict())) for s in run.servers],
             "red_use": self.red_use,
+            "numbers": self.numbers,
             "summary": rd(self.summary) if self.summary is not None else None,
             "findings": rd(self.findings) if self.findings is not None else None,
             "timeline": rd(self.timeline) if self.timeline is not None else None,
@@ -266,14 +246,14 @@ def _optional(module: str) -> tuple[Any | None, str | None]:
         return None, f"vllmlog.{module} is not available ({exc})"
 
 
-def _summary_detail(run: Run) -> tuple[dict[str, Any] | None, str | None]:
+def _summary_detail(run: Run, numbers: dict[str, Any] | None = None) -> tuple[dict[str, Any] | None, str | None]:
     mod, why = _optional("summary")
     if mod is None:
         return None, why
     fn = getattr(mod, "summarize", None)
     if callable(fn):
         try:
-            res = fn(run)
+            res = fn(run, numbers=numbers) if numbers is not None else fn(run)
         except Exception as exc:  # a bug there must not take the whole report down
             return None, f"summary failed: {type(exc).__name__}: {exc}"
         if hasattr(res, "to_dict"):
@@ -297,8 +277,9 @@ def analyze(
     if run is None:
         run = load(paths, year=year, progress=progress, traces=traces)
     unavailable: dict[str, str] = {}
-    ru = red_use(run)
-    summary, why = _summary_detail(run)
+    numbers = compute(run)
+    ru = red_use(run, numbers)
+    summary, why = _summary_detail(run, numbers)
     if summary is None and why:
         unavailable["summary"] = why
 
@@ -327,7 +308,8 @@ def analyze(
             unavailable["timeline"] = f"timeline failed: {type(exc).__name__}: {exc}"
     else:
         unavailable["timeline"] = why or "vllmlog.timeline has no build_timeline()"
-    return Analysis(run=run, red_use=ru, summary=summary, findings=findings, timeline=timeline, unavailable=unavailable)
+    return Analysis(run=run, red_use=ru, summary=summary, findings=findings, timeline=timeline, unavailable=unavailable,
+                    numbers=numbers)
 
 
 TIMELINE_LIMIT = 2000

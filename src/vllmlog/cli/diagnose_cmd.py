@@ -58,15 +58,18 @@ def diagnose_cmd(
     cfg = load_config(config)
     run = _load(logs, year, traces)
     findings = diagnose(run, cfg)
+    from ..numbers import compute
+
+    numbers = compute(run)
     if json_out:
-        _dump({"findings": [f.to_dict() for f in findings], "summary": summarize(findings, run)})
+        _dump({"findings": [f.to_dict() for f in findings], "summary": summarize(findings, run), "numbers": numbers})
     else:
-        _render(findings, summarize(findings, run), floor)
+        _render(findings, summarize(findings, run), floor, numbers)
     if threshold is not None and at_or_above(findings, threshold):
         raise typer.Exit(1)
 
 
-def _render(findings, summary, floor) -> None:
+def _render(findings, summary, floor, numbers=None) -> None:
     con = stdout_console()
     files = summary.get("files") or []
     verdict = summary["verdict"]

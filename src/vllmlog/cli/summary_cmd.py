@@ -84,81 +84,119 @@ def summary_cmd(
 
 
 def _render(con: Any, d: dict[str, Any]) -> None:
+    from ..render import para, text_width
+    from ..textview import basis_text, latency_cell, preemptions_text, requests_text, unmeasured_lines, waiting_text
+
+    width = text_width(con)
     tr = d["time_range"]
     con.print(f"[bold]Time range[/] {tr['start']} → {tr['end']} ({_f(tr['duration_s'], ' s', 0)}), {d['lines']:,} lines")
     for r in d["runs"]:
         args = ", ".join(f"{k}={v}" for k, v in r["args"].items())
         state = "ready" if r["ready"] else "never ready"
         state += ", shut down" if r["shutdown"] else ""
-        con.print(f"  run {r['index']} of {r['file']}: vLLM {r['version'] or '?'} ({r['generation'] or '?'}), "
-                  f"model {r['model'] or '?'}, {state}; {args}")
+        what = ", ".join(x for x in (f"vLLM {r['version']}" if r["version"] else "vLLM version not logged",
+                                     r["generation"], f"model {r['model']}" if r["model"] else None) if x)
+        con.print(para("", f"run {r['index']} of {r['file']}: {what}; {state}" + (f"; {args}" if args else ""),
+                       width, indent="  "))
     q = d["requests"]
-    bs = ", ".join(f"{k} {v}" for k, v in q["by_status"].items() if v)
-    con.print(f"\n[bold]Requests[/] {q['total']} ({_f(q['rate_per_s'], '/s')}): {bs or 'none'}; "
-              f"error rate {_pct(q['error_rate'])}, abort rate {_pct(q['abort_rate'])}")
+    con.print()
+    con.print(para("", requests_text(q), width, "bold", indent=""))
     est = q["status_sources"].get("estimated", 0)
     if est:
-        con.print(f"  [dim]{est} status(es) estimated: no end line (vLLM logs none for /v1/completions), "
-                  f"server shut down cleanly without aborting them[/]")
+        con.print(para("", f"{est} status(es) estimated: no end line (vLLM logs none for /v1/completions), "
+                       "server shut down cleanly without aborting them", width, "dim"))
     for k, v in list(q["by_reason"].items())[:8]:
         con.print(f"  {v} × {k}")
     h = d["http"]
     if h["total"]:
-        con.print("  HTTP: " + ", ".join(f"{k} × {v}" for k, v in h["by_status"].items()))
-    t = Table(title="Latency (s)", show_lines=False)
+        con.print(para("", "HTTP: " + ", ".join(f"{k} × {v}" for k, v in h["by_status"].items()), width))
+    t = Table(title="Latency of successful requests (s)", show_lines=False)
     for c in ("metric", "n", "p50", "p90", "p95", "p99", "mean", "max", "from"):
-        t.add_column(c, justify="right" if c not in ("metric", "from") else "left")
+        t.add_column(c, justify="right" if c not in ("metric", "from") else "left",
+                     no_wrap=c != "from", overflow="fold")
     for m, s in d["latency"].items():
         if not s["count"]:
             continue
-        t.add_row(m, str(s["count"]), *(_f(s[k]) for k in ("p50", "p90", "p95", "p99", "mean", "max")),
-                  ", ".join(f"{k} {v}" for k, v in s["sources"].items()))
+        mark = " ≈" if s.get("basis") == "estimated" else ""
+        t.add_row(m + mark, str(s["count"]), *(latency_cell(s, k) for k in ("p50", "p90", "p95", "p99", "mean", "max")),
+                  basis_text(s))
     if t.row_count:
         con.print(t)
-    else:
-        con.print("[dim]  No per-request latencies in these logs (no finish lines or stream lines with times).[/]")
+    un = unmeasured_lines(d.get("unmeasured") or [], "latency")
+    for label, text in un:
+        con.print(para(label + ": ", text, width, "yellow", indent="  "))
+    if not t.row_count and not un:
+        con.print("[dim]  No per-request latencies in these logs.[/]")
+    tta = d.get("time_to_abort_s") or {}
+    if tta.get("count"):
+        con.print(para("", f"time to abort ({tta['count']:,} aborted, {tta['basis']}): p50 {latency_cell(tta, 'p50')}, "
+                       f"p99 {latency_cell(tta, 'p99')}, max {latency_cell(tta, 'max')}", width, "dim"))
     kv = d["kv_cache_usage"]
     qq = d["queue"]
-    con.print(f"\n[bold]KV cache[/] ({kv['source']}): mean {_pct(kv['time_weighted_mean'])}, p95 {_pct(kv['p95'])}, "
-              f"max {_pct(kv['max'])}; above 80 % for {_f(kv['time_above_80_s'], ' s', 0)}, above 95 % for "
-              f"{_f(kv['time_above_95_s'], ' s', 0)}")
+    con.print()
+    con.print(para("KV cache ", f"({kv['source']}): mean {_pct(kv['time_weighted_mean'])}, p95 {_pct(kv['p95'])}, "
+                   f"max {_pct(kv['max'])}; above 80 % for {_f(kv['time_above_80_s'], ' s', 0)}, above 95 % for "
+                   f"{_f(kv['time_above_95_s'], ' s', 0)}", width, indent=""))
     cap = f" of max-num-seqs {qq['max_num_seqs']}" if qq["max_num_seqs"] else ""
-    con.print(f"[bold]Queue[/]: running max {_f(qq['running']['max'], '', 0)}{cap}, waiting max "
-              f"{_f(qq['waiting']['max'], '', 0)} (> 0 for {_f(qq['waiting'].get('time_above_0_s'), ' s', 0)}), "
-              f"swapped max {_f(qq['swapped']['max'], '', 0)}; {qq['queue_wait_exceeded']} queue-wait warnings")
+    con.print(para("Queue: ", f"running max {_f(qq['running']['max'], '', 0)}{cap}; {waiting_text(d)}; "
+                   f"swapped max {_f(qq['swapped']['max'], '', 0)}; {qq['queue_wait_exceeded']} queue-wait warnings",
+                   width, indent=""))
     th = d["throughput"]
-    con.print(f"[bold]Throughput[/]: prompt {_f(th['prompt_tokens_per_s']['time_weighted_mean'], ' tok/s', 1)}, "
-              f"generation {_f(th['generation_tokens_per_s']['time_weighted_mean'], ' tok/s', 1)} "
-              f"(max {_f(th['generation_tokens_per_s']['max'], '', 1)})")
-    p = d["preemptions"]
-    con.print(f"[bold]Preemptions[/]: {p['total']} ({p['requests_preempted']} requests preempted)")
+    con.print(para("Throughput: ", f"prompt {_f(th['prompt_tokens_per_s']['time_weighted_mean'], ' tok/s', 1)}, "
+                   f"generation {_f(th['generation_tokens_per_s']['time_weighted_mean'], ' tok/s', 1)} "
+                   f"(max {_f(th['generation_tokens_per_s']['max'], '', 1)})", width, indent=""))
+    vers = [r["version"] for r in d["runs"] if r["version"] and r["generation"] == "v1"]
+    con.print(para("", preemptions_text(d["preemptions"], vers), width, indent=""))
+    for label, text in unmeasured_lines(d.get("unmeasured") or [], "requests"):
+        con.print(para(label + ": ", text, width, "yellow", indent=""))
     s = d["slo"]
     tg = s["targets"]
-    con.print(f"\n[bold]SLO[/] TTFT < {tg['ttft_s']:g} s: {_pct(s['ttft']['attainment'])} of {s['ttft']['total']}; "
-              f"≥ {tg['tokens_per_s']:g} tok/s: {_pct(s['generation_speed']['attainment'])} of "
-              f"{s['generation_speed']['total']}; queue < {tg['queue_s']:g} s: {_pct(s['queue']['attainment'])} of "
-              f"{s['queue']['total']}; all: {_pct(s['all']['attainment'])} of {s['all']['total']}")
+
+    def slo(name: str) -> str:
+        x = s[name]
+        return f"{_pct(x['attainment'])} of {x['total']}" + (" (estimated)" if x.get("basis") == "estimated" else "")
+
+    con.print()
+    con.print(para("SLO ", f"TTFT < {tg['ttft_s']:g} s: {slo('ttft')}; ≥ {tg['tokens_per_s']:g} tok/s: "
+                   f"{slo('generation_speed')}; queue < {tg['queue_s']:g} s: {slo('queue')}; all: {slo('all')}",
+                   width, indent=""))
     for title, rows in (("Errors", d["errors"]), ("Warnings", d["warnings"])):
         if not rows:
             continue
-        t = Table(title=title)
-        for c in ("count", "kind", "template", "first seen", "last seen"):
-            t.add_column(c, overflow="fold")
+        con.print()
+        con.print(f"[bold]{title}[/] (count · kind · template · first → last seen)")
         for g in rows:
-            t.add_row(str(g["count"]), g["kind"], g["template"][:120], g["first_seen"] or "", g["last_seen"] or "")
-        con.print(t)
+            span = _span(g["first_seen"], g["last_seen"])
+            con.print(para(f"{g['count']:>5} ", f"{g['kind']} · {g['template'][:300]} · {span}", width, indent="",
+                           max_lines=3, cont=" " * 8))
+    noise = d.get("shutdown_errors") or []
+    if noise:
+        n = sum(g["count"] for g in noise)
+        con.print(para("", f"{n} error line{'s' if n != 1 else ''} after a requested shutdown (not errors of the run): "
+                       + "; ".join(f"{g['count']} × {g['template'][:80]}" for g in noise[:3]), width, "dim", indent=""))
     if d.get("buckets"):
         t = Table(title="Digest")
         for c in ("from", "requests", "ok", "aborted", "error", "TTFT p95", "e2e p95", "KV max", "waiting max",
                   "errors", "warnings"):
-            t.add_column(c)
+            t.add_column(c, no_wrap=c == "from", justify="left" if c == "from" else "right")
         for b in d["buckets"]:
             r = b["requests"]["by_status"]
-            t.add_row(b["start"], str(b["requests"]["total"]), str(r["success"]), str(r["aborted"]),
-                      str(r["error"] + r["cancelled"]), _f(b["latency"]["ttft_s"]["p95"]),
-                      _f(b["latency"]["e2e_s"]["p95"]), _pct(b["kv_cache_usage"]["max"]),
+            lat = b["latency"]
+            t.add_row(b["start"][:16].replace("T", " "), str(b["requests"]["total"]), str(r["success"]), str(r["aborted"]),
+                      str(r["error"] + r["cancelled"]), latency_cell(lat["ttft_s"], "p95"),
+                      latency_cell(lat["e2e_s"], "p95"), _pct(b["kv_cache_usage"]["max"]),
                       _f(b["queue"]["waiting"]["max"], "", 0), str(b["error_count"]), str(b["warning_count"]))
         con.print(t)
+
+
+def _span(first: str | None, last: str | None) -> str:
+    if not first:
+        return "–"
+    f = first.replace("T", " ")[:19]
+    if not last or last == first:
+        return f
+    lt = last.replace("T", " ")[:19]
+    return f"{f} → {lt[11:] if lt[:10] == f[:10] else lt}"
 
 
 def _select(journeys: list[Journey], status: list[str] | None, slowest: int | None, metric: str) -> list[Journey]:
