@@ -482,13 +482,8 @@ static const Entry *classify(const Table *t, const char *s, Py_ssize_t n, int ye
             return NULL;
         if (in->dd > days_in(year, in->mo)) return NULL;
         p += 14;
-        if (*p == '.' || *p == ',') {
-            in->frac = 1;
-            p++;
-            const char *d0 = p;
-            while (p < end && isdig(*p)) p++;
-            if (p == d0) return NULL;
-        }
+        /* fractional seconds ("18:31:27,123" / ".123456"): the Python path keeps them in the timestamp */
+        if (*p == '.' || *p == ',') return NULL;
         if (p >= end || *p != ' ') return NULL;
         p++;
         if (p < end && *p == '[') p++;

@@ -12,7 +12,7 @@ DOCKER = re.compile(r"^[A-Za-z0-9][\w.-]{0,62}\s*\| ")
 # kubectl logs --prefix: "[pod/vllm-7d9f-x2/vllm] " (before the --timestamps stamp when both are given)
 K8S_PREFIX = re.compile(r"^\[pod/[^\s/\]]+/[^\s\]]+\] ")
 # journalctl (short format): "Apr 18 09:00:00 gpu-node-3 vllm[2211]: "
-JOURNAL = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./@:-]+(?:\[\d+\])?: ")
+JOURNAL = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.-]+ [\w./@:-]+(?:\[\d+\])?: ")
 # kubectl logs --timestamps / docker logs -t: RFC 3339 prefix
 K8S_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) ")
 # (APIServer pid=1), (VllmWorker rank=0 pid=7), (RayWorkerWrapper pid=9, ip=10.0.0.2)
@@ -21,8 +21,11 @@ PROC = re.compile(r"^\(([^()]*?\bpid=\d+[^()]*)\)\s?")
 # C++ log lines "[rank0]:[E1110 …] …" have no space and keep their prefix, their patterns read it)
 TORCH_RANK = re.compile(r"^\[rank(\d+)\]:(?: |$)")  # an empty line of the stream may have lost its space
 RAY_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+# vLLM's prefix: "LEVEL MM-DD HH:MM:SS [file.py:N] msg"; also with fractional seconds (",123" / ".123456")
+# and with a year ("LEVEL 2026-12-01T18:31:27.123 [file.py:N] msg": `vllmlog logging-config --format text`)
 VLLM = re.compile(
-    r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL|WARN|FATAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,]\d+)? \[?([^\]\s]+?:\d+)\] ?(.*)$",
+    r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL|WARN|FATAL) (?:(\d{4})-)?(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?"
+    r" \[?([^\]\s]+?:\d+)\] ?(.*)$",
     re.S,
 )
 UVICORN = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE):\s+(.*)$", re.S)

@@ -357,11 +357,21 @@ class LineParser:
                     s = s[: m.start()]
             m = vllm_match(s) if c0 in "DIWECF" else None
             if m is not None:
-                level, mo, dd, hh, mi, ss, src, msg = m.groups()
+                level, yy, mo, dd, hh, mi, ss, frac, src, msg = m.groups()
                 if level in _LEVEL_NORM:
                     level = _LEVEL_NORM[level]
+                if yy is not None:  # a dated prefix (logging-config --format text) states the year
+                    if int(yy) != self.year:
+                        self._set_year(int(yy))
+                    self._last_month = int(mo)
+                    self._end_hint = 0
                 ts = self._ts(mo, dd, hh, mi, ss)
-                key = (process, level, mo, hh, mi, ss, src)
+                if frac is not None and ts is not None:
+                    ts = ts.replace(microsecond=int((frac + "00000")[:6]))
+                    self.last_ts = ts
+                elif wrap_ts is not None and ts is not None:
+                    ts = _finer(ts, wrap_ts)  # kubectl/docker -t stamp: its fraction, when it is the same second
+                key = (process, level, mo, hh, mi, ss, src, frac)
                 cur = self._cur
                 if cur is not None and cur.env and cur.key[0] == process and (
                     (self._prev_cr and cur.key == key)
@@ -452,6 +462,8 @@ class LineParser:
                     if mc is not None:  # C++ (glog / c10) lines carry their own timestamp
                         ts = self._ts(mc.group(2), mc.group(3), mc.group(4), mc.group(5), mc.group(6))
                         if ts is not None:
+                            ts = ts.replace(microsecond=int((mc.group(7) + "00000")[:6]))
+                            self.last_ts = ts
                             r.ts = ts
                             r.ts_inherited = False
                         r.level = _CPP_LEVEL.get(mc.group(1))
@@ -510,6 +522,12 @@ class LineParser:
         self.last_ts = ts
         self._fkey = None
         return ts
+
+    def _set_year(self, year: int) -> None:
+        """The input states its year (dated prefix, JSON timestamp): cached timestamps carry the old one."""
+        self.year = year
+        self._ts_cache.clear()
+        self._fkey = None
 
     def _raw_continues(self, cur: _Rec, s: str) -> bool:
         k = cur.raw_cont
@@ -698,7 +716,7 @@ class LineParser:
 
 
 # c10/glog: [W914 04:53:45.615225908 file.cpp:N] — the month is not zero-padded
-CPP_TS = re.compile(r"^(?:\[rank\d+\]:)?\[([EWIF])(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.\d+ ")
+CPP_TS = re.compile(r"^(?:\[rank\d+\]:)?\[([EWIF])(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+) ")
 _CPP_LEVEL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL"}
 PYWARN = re.compile(r"\.py:\d+: \w*Warning: ")
 
@@ -739,6 +757,16 @@ def _jstr(s: str) -> str:
 
 def _jsonl(ev: Event) -> str:
     return dumps_safe(ev.to_dict(), option=orjson.OPT_APPEND_NEWLINE).decode()
+
+
+def _finer(ts: datetime, wrap: str) -> datetime:
+    """``ts`` (whole seconds) with the sub-second part of a wrapper's RFC 3339 stamp of the same second."""
+    w = _parse_iso(wrap)
+    if w is None or not w.microsecond or ts.microsecond:
+        return ts
+    if w.replace(microsecond=0) == ts:
+        return w
+    return ts
 
 
 def _parse_iso(s: str) -> datetime | None:
