@@ -1,40 +1,42 @@
 """The self-contained HTML report of an ``Analysis``: one file, works offline, safe to share.
 
-Layout: header (time range, server runs, verdict) → findings with evidence → incident timeline →
-charts over time (decode batch size / KV usage, running / waiting / swapped, throughput, request
-rate and errors) → latency distributions with percentile markers → waterfall of the slowest
-requests → requests table (sortable, filterable) → warnings/errors by template → unknown-line
-templates.
+Layout: header (time range, server runs, verdict) → findings with evidence → RED/USE summary →
+incident timeline (repeats collapsed) → charts over time on one shared time axis with every
+incident window shaded (KV-cache usage, running / waiting / swapped, throughput, request rate and
+errors) → latency distributions with percentile markers → Gantt of the slowest requests →
+requests table (sortable, filterable) → warnings/errors by template → unknown-line templates.
 
 Safety: every log-derived string is redacted (``Redactor``) and then HTML-escaped here; chart data
 travels as JSON inside ``<script type="application/json">`` with ``<``, ``>`` and ``&`` escaped,
-so nothing from a log can close the script element or become markup. Plotly is inlined once
-(no CDN); series are downsampled (LTTB) to a few thousand points per trace so a multi-million-line
-log still yields a report of a few MB.
+so nothing from a log can close the script element or become markup; the page's Content Security
+Policy lets only its own two inline scripts run (by hash) and fetch nothing. Charts are drawn by
+uPlot (``assets/uPlot.iife.min.js``, from the npm package ``uplot``; see ``assets/vendor.json``),
+inlined once: a small log's report is about 0.1 MB. Chart data is built by ``export.charts``.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
-import math
 import os
 import re
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timezone
 from importlib import resources
-from typing import Any, Sequence
+from typing import Any
 
 import orjson
 
 from ..analyze import Analysis, finding_view, server_view
+from ..collapse import collapse_repeats
 from ..fmt import fmt_number, fmt_seconds
+from ..parsing.fields import dumps_safe
 from ..parsing.templates import template as mask_template
 from ..redact import DEFAULT as DEFAULT_REDACTOR
 from ..redact import Redactor
-from ..parsing.fields import dumps_safe
+from .charts import MAX_POINTS, OK_STATUSES, _nice_step, build_charts, incident_windows, time_range
 
-MAX_POINTS = 2000
-"""Points per trace after downsampling."""
 MAX_REQUEST_ROWS = 2000
 """Rows of the requests table (the worst first when a log has more)."""
 WATERFALL_ROWS = 30
@@ -49,275 +51,6 @@ CONFIG_KEYS = ("kv_cache_tokens", "num_gpu_blocks", "max_concurrency", "max_mode
 def esc(v: Any) -> str:
     """HTML-escape anything (None → empty)."""
     return "" if v is None else html.escape(str(v), quote=True)
-
-
-# --------------------------------------------------------------------------- downsampling
-
-def lttb(xs: Sequence[float], ys: Sequence[float], n_out: int) -> list[int]:
-    """Indices kept by Largest-Triangle-Three-Buckets (keeps spikes; first and last always kept)."""
-    n = len(xs)
-    if n <= n_out or n_out < 3:
-        return list(range(n))
-    import numpy as np
-
-    x = np.asarray(xs, dtype=float)
-    y = np.asarray(ys, dtype=float)
-    every = (n - 2) / (n_out - 2)
-    out = [0]
-    a = 0
-    for i in range(n_out - 2):
-        lo = int(math.floor(i * every)) + 1
-        hi = min(int(math.floor((i + 1) * every)) + 1, n - 1)
-        nlo = hi
-        nhi = min(int(math.floor((i + 2) * every)) + 1, n)
-        avg_x = x[nlo:nhi].mean() if nhi > nlo else x[-1]
-        avg_y = y[nlo:nhi].mean() if nhi > nlo else y[-1]
-        seg_x = x[lo:hi]
-        seg_y = y[lo:hi]
-        if len(seg_x) == 0:
-            continue
-        area = np.abs((x[a] - avg_x) * (seg_y - y[a]) - (x[a] - seg_x) * (avg_y - y[a]))
-        a = lo + int(area.argmax())
-        out.append(a)
-    out.append(n - 1)
-    return out
-
-
-def _series(points: list[tuple[datetime, float]], max_points: int) -> tuple[list[str], list[float]]:
-    """Sort by time, drop NaN, downsample; x as ISO strings (Plotly date axis)."""
-    pts = sorted((p for p in points if p[1] is not None and p[0] is not None), key=lambda p: p[0])
-    if not pts:
-        return [], []
-    xs = [p[0].timestamp() for p in pts]
-    ys = [float(p[1]) for p in pts]
-    keep = lttb(xs, ys, max_points)
-    return [pts[i][0].isoformat(sep=" ") for i in keep], [round(ys[i], 4) for i in keep]
-
-
-# --------------------------------------------------------------------------- charts
-
-def _layout(title: str, ytitle: str = "", y2title: str | None = None, **extra: Any) -> dict[str, Any]:
-    lay: dict[str, Any] = {
-        "title": {"text": title, "font": {"size": 14}, "x": 0.01},
-        "margin": {"l": 55, "r": 55 if y2title else 20, "t": 36, "b": 40},
-        "height": 300, "hovermode": "x unified", "legend": {"orientation": "h", "y": -0.2},
-        "yaxis": {"title": {"text": ytitle}, "rangemode": "tozero"},
-        "paper_bgcolor": "#ffffff", "plot_bgcolor": "#fbfbfd",
-    }
-    if y2title is not None:
-        lay["yaxis2"] = {"title": {"text": y2title}, "overlaying": "y", "side": "right", "rangemode": "tozero",
-                         "showgrid": False}
-    lay.update(extra)
-    return lay
-
-
-def _line(name: str, xs: list[str], ys: list[float], *, y2: bool = False, color: str | None = None,
-          dash: str | None = None, shape: str = "linear") -> dict[str, Any]:
-    tr: dict[str, Any] = {"type": "scatter", "mode": "lines", "name": name, "x": xs, "y": ys,
-                          "line": {"width": 1.6, "shape": shape}}
-    if color:
-        tr["line"]["color"] = color
-    if dash:
-        tr["line"]["dash"] = dash
-    if y2:
-        tr["yaxis"] = "y2"
-    return tr
-
-
-def _chart_decode(a: Analysis, mp: int) -> dict[str, Any] | None:
-    dec = a.run.series.decode
-    if dec:
-        bx, by = _series([(d.ts, d.batch_size_mean) for d in dec], mp)
-        mx, my = _series([(d.ts, d.batch_size_max) for d in dec], mp)
-        kx, ky = _series([(d.ts, d.kv_max * 100) for d in dec], mp)
-        traces = [_line("batch size (mean/s)", bx, by, color="#1f77b4"),
-                  _line("batch size (max/s)", mx, my, color="#9ecae1", dash="dot"),
-                  _line("KV-cache usage % (max/s)", kx, ky, y2=True, color="#d62728")]
-        title = "Batch size and KV-cache usage during decode"
-    else:
-        st = [s for s in a.run.series.stats if s.source_kind == "engine_stats"]
-        if not any(s.kv_cache_usage is not None for s in st):
-            return None
-        bx, by = _series([(s.ts, s.running) for s in st if s.running is not None], mp)
-        kx, ky = _series([(s.ts, s.kv_cache_usage * 100) for s in st if s.kv_cache_usage is not None], mp)
-        traces = [_line("running requests (batch)", bx, by, color="#1f77b4", shape="hv"),
-                  _line("KV-cache usage %", kx, ky, y2=True, color="#d62728")]
-        title = "Batch size (running) and KV-cache usage (stats lines)"
-    lay = _layout(title, "requests in batch", "KV-cache usage %")
-    lay["yaxis2"]["range"] = [0, 105]
-    lay["shapes"] = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y2", "y0": 95, "y1": 95,
-                      "line": {"color": "#d62728", "width": 1, "dash": "dash"}}]
-    return {"id": "chart-decode", "data": traces, "layout": lay}
-
-
-def _chart_queue(a: Analysis, mp: int) -> dict[str, Any] | None:
-    st = a.run.series.stats
-    traces = []
-    for name, attr, color in (("running", "running", "#2ca02c"), ("waiting", "waiting", "#ff7f0e"),
-                              ("swapped", "swapped", "#9467bd")):
-        pts = [(s.ts, getattr(s, attr)) for s in st if getattr(s, attr) is not None]
-        if pts and (attr != "swapped" or any(p[1] for p in pts)):
-            xs, ys = _series(pts, mp)
-            traces.append(_line(name, xs, ys, color=color, shape="hv"))
-    if not traces:
-        return None
-    return {"id": "chart-queue", "data": traces, "layout": _layout("Requests running / waiting / swapped", "requests")}
-
-
-def _chart_throughput(a: Analysis, mp: int) -> dict[str, Any] | None:
-    st = a.run.series.stats
-    traces = []
-    for name, attr, color in (("prompt tokens/s", "prompt_throughput", "#8c564b"),
-                              ("generation tokens/s", "generation_throughput", "#17becf")):
-        pts = [(s.ts, getattr(s, attr)) for s in st if getattr(s, attr) is not None]
-        if pts:
-            xs, ys = _series(pts, mp)
-            traces.append(_line(name, xs, ys, color=color))
-    if not traces:
-        return None
-    return {"id": "chart-throughput", "data": traces, "layout": _layout("Prompt and generation throughput", "tokens/s")}
-
-
-def _bucket_seconds(span_s: float, target: int = 400) -> int:
-    for b in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400):
-        if span_s / b <= target:
-            return b
-    return 86400
-
-
-def _chart_requests(a: Analysis) -> dict[str, Any] | None:
-    run = a.run
-    arrivals = [j.arrival_ts for j in run.journeys if j.arrival_ts is not None]
-    bad = [j.finish_ts or j.arrival_ts for j in run.journeys
-           if j.status not in ("success", "finished", "stop", "length", "unfinished") and (j.finish_ts or j.arrival_ts)]
-    http_err = [e.ts for e in run.events_of("http_access") if e.ts is not None and (e.fields.get("http_status") or 0) >= 400]
-    if not arrivals and not http_err:
-        return None
-    allts = arrivals + bad + http_err
-    t0, t1 = min(allts), max(allts)
-    b = _bucket_seconds((t1 - t0).total_seconds())
-    base = t0.timestamp() // b * b
-
-    def hist(ts: list[datetime]) -> tuple[list[str], list[float]]:
-        c: Counter[int] = Counter(int((t.timestamp() - base) // b) for t in ts)
-        if not c:
-            return [], []
-        n = max(c) + 1
-        return ([datetime.fromtimestamp(base + i * b).isoformat(sep=" ") for i in range(n)],
-                [round(c.get(i, 0) / b, 4) for i in range(n)])
-
-    traces = []
-    if arrivals:
-        xs, ys = hist(arrivals)
-        traces.append({"type": "bar", "name": "requests/s (arrivals)", "x": xs, "y": ys, "marker": {"color": "#1f77b4"}})
-    if bad:
-        xs, ys = hist(bad)
-        traces.append({"type": "bar", "name": "failed or aborted/s", "x": xs, "y": ys, "marker": {"color": "#d62728"}})
-    if http_err:
-        xs, ys = hist(http_err)
-        traces.append({"type": "bar", "name": "HTTP 4xx/5xx /s", "x": xs, "y": ys, "marker": {"color": "#ff7f0e"}})
-    lay = _layout(f"Request rate and errors (per {b} s bucket)", "per second", barmode="overlay")
-    return {"id": "chart-requests", "data": traces, "layout": lay}
-
-
-def _chart_distribution(a: Analysis, metric: str, label: str, color: str) -> dict[str, Any] | None:
-    vals = [float(v) for j in a.run.journeys if (v := getattr(j, metric, None)) is not None]
-    if not vals:
-        return None
-    import numpy as np
-
-    arr = np.asarray(vals)
-    d = a.red_use.get("durations", {}).get(metric) or {}
-    hi = float(np.quantile(arr, 0.999)) if len(arr) > 20 else float(arr.max())
-    lo = float(arr.min())
-    if hi <= lo:
-        hi = lo + 1e-3
-    counts, edges = np.histogram(np.clip(arr, lo, hi), bins=min(60, max(5, int(math.sqrt(len(arr))) + 1)), range=(lo, hi))
-    centers = [round(float((edges[i] + edges[i + 1]) / 2), 5) for i in range(len(counts))]
-    width = float(edges[1] - edges[0])
-    traces: list[dict[str, Any]] = [{"type": "bar", "name": label, "x": centers, "y": counts.tolist(), "width": width,
-                                     "marker": {"color": color}, "hovertemplate": "%{x:.3f} s: %{y} requests<extra></extra>"}]
-    shapes, notes = [], []
-    for q, dash, y in (("p50", "solid", 1.0), ("p90", "dash", 0.9), ("p99", "dot", 0.8)):
-        v = d.get(q)
-        if v is None:
-            continue
-        shapes.append({"type": "line", "x0": v, "x1": v, "yref": "paper", "y0": 0, "y1": 1,
-                       "line": {"color": "#333", "width": 1.2, "dash": dash}})
-        notes.append({"x": v, "y": y, "yref": "paper", "text": f"{q} {_fmt_s(v)}", "showarrow": False,
-                      "xanchor": "left", "yanchor": "top", "font": {"size": 10}, "bgcolor": "rgba(255,255,255,0.7)"})
-    lay = _layout(f"{label} distribution (n={len(vals):,})", "requests", shapes=shapes, annotations=notes,
-                  hovermode="closest", showlegend=False, height=260)
-    lay["xaxis"] = {"title": {"text": "seconds"}}
-    return {"id": f"chart-dist-{metric}", "data": traces, "layout": lay}
-
-
-def _chart_waterfall(a: Analysis, rd: Redactor) -> dict[str, Any] | None:
-    js = [j for j in a.run.journeys if j.arrival_ts is not None and (j.e2e_s is not None or j.finish_ts is not None)]
-    if not js:
-        return None
-
-    def total(j: Any) -> float:
-        if j.e2e_s is not None:
-            return float(j.e2e_s)
-        return (j.finish_ts - j.arrival_ts).total_seconds()
-
-    slow = sorted(js, key=total, reverse=True)[:WATERFALL_ROWS]
-    slow.reverse()  # slowest on top of a horizontal bar chart
-    t0 = min(j.arrival_ts for j in js)
-    names = [esc(rd(j.request_id)) for j in slow]
-    segs: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in ("queue", "prefill", "decode", "total")}
-    for j in slow:
-        start = (j.arrival_ts - t0).total_seconds()
-        tot = total(j)
-        q = j.queue_s
-        p = j.prefill_s
-        if q is None and p is None and j.ttft_s is not None:
-            p = float(j.ttft_s)  # no breakdown: time to first token as one segment
-        parts = {"queue": q or 0.0, "prefill": p or 0.0}
-        parts["decode"] = j.decode_s if j.decode_s is not None else max(0.0, tot - parts["queue"] - parts["prefill"])
-        if q is None and p is None and j.decode_s is None:
-            parts = {"queue": 0.0, "prefill": 0.0, "decode": 0.0, "total": tot}
-        else:
-            parts["total"] = 0.0
-        off = start
-        for k in ("queue", "prefill", "decode", "total"):
-            segs[k][0].append(round(off, 4))
-            segs[k][1].append(round(parts.get(k, 0.0) or 0.0, 4))
-            off += parts.get(k, 0.0) or 0.0
-    colors = {"queue": "#ff7f0e", "prefill": "#9467bd", "decode": "#2ca02c", "total": "#7f7f7f"}
-    labels = {"queue": "queue", "prefill": "prefill (to first token)", "decode": "decode", "total": "end-to-end (no breakdown)"}
-    traces = []
-    for k, (base, width) in segs.items():
-        if not any(width):
-            continue
-        traces.append({"type": "bar", "orientation": "h", "name": labels[k], "y": names, "x": width, "base": base,
-                       "marker": {"color": colors[k]}, "hovertemplate": "%{y}: " + k + " %{x:.3f} s<extra></extra>"})
-    lay = _layout(f"Slowest {len(slow)} requests: queue / prefill / decode (seconds since {t0.isoformat(sep=' ')})", "",
-                  barmode="overlay", hovermode="closest", height=max(260, 22 * len(slow) + 90))
-    lay["xaxis"] = {"title": {"text": "seconds since first request"}}
-    lay["yaxis"] = {"automargin": True, "type": "category"}
-    lay["margin"]["l"] = 10
-    return {"id": "chart-waterfall", "data": traces, "layout": lay}
-
-
-def build_charts(a: Analysis, rd: Redactor, max_points: int = MAX_POINTS) -> dict[str, list[dict[str, Any] | tuple[str, str]]]:
-    """Figures by report section; a missing figure is ``(id, reason)`` so the page can say why."""
-    over: list[Any] = []
-    for fn, cid, why in ((_chart_decode, "chart-decode", "no decode-step or KV-cache lines in this log"),
-                         (_chart_queue, "chart-queue", "no engine stats lines (running/waiting) in this log"),
-                         (_chart_throughput, "chart-throughput", "no throughput stats lines in this log")):
-        fig = fn(a, max_points)
-        over.append(fig if fig else (cid, why))
-    fig = _chart_requests(a)
-    over.append(fig if fig else ("chart-requests", "no requests in this log"))
-    dist: list[Any] = []
-    for metric, label, color in (("ttft_s", "TTFT", "#1f77b4"), ("tpot_s", "TPOT", "#2ca02c"), ("e2e_s", "End-to-end latency", "#9467bd")):
-        fig = _chart_distribution(a, metric, label, color)
-        dist.append(fig if fig else (f"chart-dist-{metric}", f"no {label} values in this log"))
-    fig = _chart_waterfall(a, rd)
-    wf = [fig if fig else ("chart-waterfall", "no finished requests with timings in this log")]
-    return {"over_time": over, "distributions": dist, "waterfall": wf}
 
 
 # --------------------------------------------------------------------------- HTML sections
@@ -480,26 +213,42 @@ def _findings(a: Analysis, rd: Redactor) -> str:
     return "<section id='findings'><h2>Findings</h2>" + "".join(out) + "</section>"
 
 
+_OWN_COUNT = re.compile(r" ×\d+ \(until [^)]*\)$")
+
+
 def _timeline(a: Analysis, rd: Redactor, limit: int = 400) -> str:
     if a.timeline is None:
         return (f"<section id='timeline'><h2>Incident timeline</h2><p class='unavailable'>Timeline unavailable: "
                 f"{esc(a.unavailable.get('timeline', ''))}</p></section>")
     if not a.timeline:
         return "<section id='timeline'><h2>Incident timeline</h2><p class='muted'>Nothing notable happened.</p></section>"
+    entries = collapse_repeats(a.timeline)
     rows = []
-    for e in a.timeline[:limit]:
+    for e in entries[:limit]:
         ts = e.get("ts") or e.get("time") or e.get("start") or ""
         sev = severity_or_level(e)
-        what = e.get("title") or e.get("text") or e.get("message") or e.get("summary") or e.get("kind") or ""
+        what = str(e.get("title") or e.get("text") or e.get("message") or e.get("summary") or e.get("kind") or "")
         kind = e.get("kind") or e.get("type") or ""
         loc = f"{os.path.basename(str(e.get('file')))}:{e.get('line')}" if e.get("file") and e.get("line") else ""
+        rep = ""
+        if e.get("repeats", 1) > 1:
+            what = _OWN_COUNT.sub("", what)  # the folded count replaces the timeline's own burst count
+            until = str(e.get("last_ts") or "").replace("T", " ")[11:19]
+            rep = f" <span class='rep'>×{int(e['count']):,}</span>" + (f" <span class='muted'>(until {esc(until)})</span>" if until else "")
         rows.append(f"<tr class='sev-{esc(sev)}'><td class='ts'>{esc(str(ts).replace('T', ' '))}</td>"
                     f"<td><span class='sev'>{esc(sev)}</span></td><td>{esc(kind)}</td>"
-                    f"<td>{highlight(rd(str(what)))}</td><td class='loc'>{esc(rd(loc))}</td></tr>")
-    more = f"<p class='muted'>{len(a.timeline) - limit} more entries in the JSON output.</p>" if len(a.timeline) > limit else ""
-    return ("<section id='timeline'><h2>Incident timeline</h2><table class='timeline'><thead><tr><th>time</th>"
+                    f"<td>{highlight(rd(what))}{rep}</td><td class='loc'>{esc(rd(loc))}</td></tr>")
+    folded = len(a.timeline) - len(entries)
+    notes = []
+    if folded:
+        notes.append(f"{folded:,} repeated entries folded into the rows they repeat (×N).")
+    if len(entries) > limit:
+        notes.append(f"{len(entries) - limit:,} more rows in the JSON output (<code>vllmlog analyze --json</code>).")
+    more = f"<p class='muted'>{' '.join(notes)}</p>" if notes else ""
+    return ("<section id='timeline'><h2>Incident timeline</h2><div class='tablewrap timeline-wrap'>"
+            "<table class='timeline'><thead><tr><th>time</th>"
             "<th>severity</th><th>kind</th><th>what happened</th><th>where</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>" + more + "</section>")
+            + "".join(rows) + "</tbody></table></div>" + more + "</section>")
 
 
 def severity_or_level(e: dict[str, Any]) -> str:
@@ -519,12 +268,29 @@ def _chart_divs(figs: list[Any], cls: str = "chart", none: str | None = None) ->
         if isinstance(f, tuple):
             out.append(f"<div class='{cls} chart-empty' id='{f[0]}'><p class='muted'>{esc(f[1])}</p></div>")
         else:
-            h = int(f["layout"].get("height", 300))
-            out.append(f"<div class='{cls} plot' id='{f['id']}' data-chart='{f['id']}' style='height:{h + 2}px'></div>")
+            note = f"<p class='chart-note muted'>{esc(f['note'])}</p>" if f.get("note") else ""
+            out.append(f"<div class='{cls} plot' id='{f['id']}' data-chart='{f['id']}'>"
+                       f"<div class='chart-title'>{esc(f['title'])}</div>"
+                       f"<div class='plot-area' style='min-height:{int(f['height']) + 30}px'></div>{note}</div>")
     return "".join(out)
 
 
-_OK = ("success", "finished", "stop", "length")
+def _windows_list(windows: list[dict[str, Any]], rd: Redactor) -> str:
+    """The numbered list of the windows the time charts shade (numbers match the onset markers)."""
+    if not windows:
+        return "<p class='muted windows-none'>No incident windows: nothing is shaded.</p>"
+    items = []
+    for i, w in enumerate(windows, 1):
+        t0 = datetime.fromtimestamp(w["start"], timezone.utc).strftime("%H:%M:%S")
+        t1 = datetime.fromtimestamp(w["end"], timezone.utc).strftime("%H:%M:%S")
+        span = t0 if t0 == t1 else f"{t0}–{t1}"
+        items.append(f"<li class='sev-{esc(w['severity'])}'><span class='wnum'>{i}</span> "
+                     f"<span class='ts'>{esc(span)}</span> {esc(rd(w['label']))}</li>")
+    return ("<div class='windows'><b>Shaded windows</b> (onset marked by the numbered line; drag on a chart to zoom "
+            "every chart, double-click to reset)<ol>" + "".join(items) + "</ol></div>")
+
+
+_OK = OK_STATUSES
 
 
 def _requests(a: Analysis, rd: Redactor, max_rows: int) -> str:
@@ -568,6 +334,75 @@ def _requests(a: Analysis, rd: Redactor, max_rows: int) -> str:
         f"<div class='tablewrap'><table id='req-table' class='sortable'><thead><tr>{head}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></div></section>"
     )
+
+
+_GANTT = (("queue", "queue (waiting to be scheduled)", "#ff7f0e"), ("prefill", "prefill (to first token)", "#9467bd"),
+          ("decode", "decode", "#2ca02c"), ("total", "end-to-end (no breakdown in the log)", "#9aa0a6"))
+
+
+def _gantt(a: Analysis, rd: Redactor, rows: int = WATERFALL_ROWS) -> str:
+    """The slowest requests as horizontal bars (queue → prefill → decode) with a legend and a time
+    axis; plain HTML and CSS, so it prints and needs no script."""
+    def total(j: Any) -> float:
+        return float(j.e2e_s) if j.e2e_s is not None else (j.finish_ts - j.arrival_ts).total_seconds()
+
+    js = [j for j in a.run.journeys if j.arrival_ts is not None and (j.e2e_s is not None or j.finish_ts is not None)]
+    if not js:
+        return "<p class='muted chart-none'>No finished requests with timings in this log.</p>"
+    slow = sorted(js, key=total, reverse=True)[:rows]
+    t0 = min(j.arrival_ts for j in slow)
+    spans = []
+    for j in slow:
+        start = (j.arrival_ts - t0).total_seconds()
+        tot = max(0.0, total(j))
+        q, p, d = j.queue_s, j.prefill_s, j.decode_s
+        if q is None and p is None and j.ttft_s is not None:
+            p = float(j.ttft_s)  # no breakdown: time to first token as one segment
+        if q is None and p is None and d is None:
+            parts = [("total", tot)]
+        else:
+            q, p = float(q or 0.0), float(p or 0.0)
+            parts = [("queue", q), ("prefill", p), ("decode", float(d) if d is not None else max(0.0, tot - q - p))]
+        spans.append((j, start, tot, parts))
+    end = max(s + max(t, sum(x for _, x in parts)) for _, s, t, parts in spans) or 1.0
+    step = _nice_step(end / 6)
+    ticks = []
+    k = 0
+    while k * step <= end * 1.0001:
+        ticks.append(k * step)
+        k += 1
+    scale = max(end, ticks[-1])
+
+    def pct(v: float) -> str:
+        return f"{100 * v / scale:.3f}%"
+
+    colors = {k: c for k, _, c in _GANTT}
+    used = {k for _, _, _, parts in spans for k, v in parts if v > 0}
+    legend = "".join(f"<span class='lg'><span class='sw' style='background:{c}'></span>{esc(lbl)}</span>"
+                     for k, lbl, c in _GANTT if k in used)
+    legend += "<span class='lg'><span class='sw sw-bad'></span>request not successful (status after the id)</span>"
+    axis = "".join(f"<span class='tick' style='left:{pct(t)}'>{esc(_fmt_s(t) if t else '0 s')}</span>" for t in ticks)
+    body = []
+    for j, start, tot, parts in spans:
+        off = start
+        segs = []
+        for kind, v in parts:
+            if v <= 0:
+                continue
+            segs.append(f"<span class='seg' style='left:{pct(off)};width:{pct(v)};background:{colors[kind]}' "
+                        f"title='{esc(kind)} {esc(_fmt_s(v))}'></span>")
+            off += v
+        ok = j.status in _OK
+        rid = esc(rd(j.request_id))
+        status = "" if ok else f" <span class='gstatus'>{esc(rd(j.status))}</span>"
+        body.append(f"<div class='grow{'' if ok else ' bad'}'><div class='glabel' title='{rid}'>{rid}{status}</div>"
+                    f"<div class='gtrack' title='{rid}: {esc(_fmt_s(tot))} in all'>{''.join(segs)}"
+                    f"<span class='gtot' style='left:calc({pct(max(start + tot, off))} + 4px)'>{esc(_fmt_s(tot))}</span></div></div>")
+    return (f"<div class='chart gantt' id='chart-waterfall'><div class='chart-title'>Slowest {len(spans)} requests: "
+            f"queue / prefill / decode (seconds after {esc(t0.isoformat(sep=' '))})</div>"
+            f"<div class='glegend'>{legend}</div>"
+            f"<div class='grow gaxis'><div class='glabel'></div><div class='gtrack'>{axis}</div></div>"
+            + "".join(body) + "</div>")
 
 
 def problem_groups(a: Analysis, limit: int = 100) -> list[dict[str, Any]]:
@@ -643,8 +478,13 @@ def _asset(name: str) -> str:
 
 def json_for_script(obj: Any) -> str:
     """JSON safe inside ``<script type="application/json">`` (no ``<``, ``>``, ``&`` left)."""
-    s = dumps_safe(obj, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+    s = dumps_safe(obj).decode()
     return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _csp_hash(script: str) -> str:
+    """The CSP source for one inline script: its exact text between ``<script>`` and ``</script>``."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode() + "'"
 
 
 def render_report(
@@ -656,18 +496,18 @@ def render_report(
     max_request_rows: int = MAX_REQUEST_ROWS,
 ) -> str:
     """The report as one HTML string (scripts, styles and data inlined)."""
-    import plotly.offline
-
     from .. import __version__
 
-    charts = build_charts(a, redactor, max_points)
-    figs = {f["id"]: {"data": f["data"], "layout": f["layout"]}
-            for sec in charts.values() for f in sec if not isinstance(f, tuple)}
+    charts = build_charts(a, max_points)
+    specs = {f["id"]: f for sec in charts.values() for f in sec if not isinstance(f, tuple)}
+    windows = incident_windows(a)
     policy = []
     policy.append("prompt and output text included (--show-prompts)" if redactor.show_prompts
                   else "prompt and output text redacted")
     if redactor.mask_ips:
         policy.append("IP addresses masked")
+    over_none = "No charts over time: this log has no engine stats lines, decode steps or requests."
+    has_time = not all(isinstance(f, tuple) for f in charts["over_time"])
     body = "".join([
         _header(a, redactor, title),
         "<nav><a href='#summary'>summary</a><a href='#findings'>findings</a><a href='#timeline'>timeline</a>"
@@ -677,27 +517,43 @@ def render_report(
         _findings(a, redactor),
         _red_use(a),
         _timeline(a, redactor),
-        "<section id='charts'><h2>Over time</h2>" + _chart_divs(charts["over_time"], none="No charts over time: this log has no engine stats lines, decode steps or requests.") + "</section>",
+        "<section id='charts'><h2>Over time</h2>"
+        + (_windows_list(windows, redactor) if has_time else "")
+        + _chart_divs(charts["over_time"], none=over_none)
+        + ("<p class='muted chart-note'>One time axis for every chart (the log's own clock). A line stops where "
+           "data is missing: no stats line for more than 1.5 intervals (an idle server logs none, or the log is cut) "
+           "or a server restart.</p>" if has_time else "")
+        + "</section>",
         "<section id='latency'><h2>Latency distributions</h2><div class='grid3'>"
         + _chart_divs(charts["distributions"], "chart small", none="No request latencies in this log.") + "</div></section>",
-        "<section id='waterfall'><h2>Slowest requests</h2>" + _chart_divs(charts["waterfall"], none="No finished requests with timings in this log.") + "</section>",
+        "<section id='waterfall'><h2>Slowest requests</h2>" + _gantt(a, redactor) + "</section>",
         _requests(a, redactor, max_request_rows),
         _grouped_problems(a, redactor),
         _unknown(a, redactor),
         "</main>",
         f"<footer>Generated by vllmlog {esc(__version__)} on {esc(datetime.now().isoformat(sep=' ', timespec='seconds'))}"
-        f" · {esc('; '.join(policy))} · charts: Plotly (embedded, works offline)</footer>",
+        f" · {esc('; '.join(policy))} · charts: uPlot {esc(_vendor()['version'])} (MIT, embedded, works offline)</footer>",
     ])
+    lib = "/*! uPlot " + _vendor()["version"] + " (npm package uplot) — " + _asset("assets/uPlot.LICENSE").replace(
+        "*/", "* /").strip() + " */\n" + _asset("assets/uPlot.iife.min.js")
+    app = _asset("assets/report.js")
     parts = {
         "TITLE": esc(title),
-        "CSS": _asset("assets/report.css"),
+        "CSP": "default-src 'none'; script-src " + _csp_hash("\n" + lib + "\n") + " " + _csp_hash("\n" + app + "\n")
+               + "; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'",
+        "CSS": _asset("assets/uPlot.min.css") + "\n" + _asset("assets/report.css"),
         "BODY": body,
-        "DATA": json_for_script({"figures": figs}),
-        "APP": _asset("assets/report.js"),
-        "PLOTLY": plotly.offline.get_plotlyjs(),
+        "DATA": json_for_script({"charts": specs, "windows": windows, "time": time_range(a)}),
+        "LIB": lib,
+        "APP": app,
     }
     # one pass over the template's markers: inserted text (log-derived or not) is never re-scanned
     return re.sub(r"@@([A-Z]+)@@", lambda m: parts[m.group(1)], _asset("templates/report.html"))
+
+
+def _vendor() -> dict[str, Any]:
+    """The vendored chart library's record (name, version, licence, file hashes)."""
+    return orjson.loads(_asset("assets/vendor.json"))["uplot"]
 
 
 def write_report(a: Analysis, path: str, **kwargs: Any) -> int:
