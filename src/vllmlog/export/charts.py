@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..analyze import Analysis, finding_view, severity_name
 from ..collapse import as_datetime
+from ..numbers import latency_value
 
 MAX_POINTS = 2000
 """Points per series after thinning."""
@@ -403,16 +404,14 @@ def histogram(values: Sequence[float], resolution: float | None = None, max_bins
 
 
 def latency_values(a: Analysis, metric: str) -> list[float]:
-    """The values behind the distribution ``red_use`` reports for ``metric`` (same population)."""
+    """The values behind the distribution analyze reports for ``metric``: the same gate
+    (``numbers.latency_value``: successful requests) and the same basis (measured, or estimated when
+    nothing was measured) — never a second selection."""
     d = a.red_use.get("durations", {}).get(metric) or {}
-    js = a.run.journeys
-    vals = [(float(v), j.sources.get(metric)) for j in js if (v := getattr(j, metric, None)) is not None]
-    if d.get("basis") is not None:  # the shared numbers: successful requests, one basis
-        from ..numbers import latency_value
-
-        basis = d["basis"]
-        return [vb[0] for j in js if (vb := latency_value(j, metric)) is not None and vb[1] == basis]
-    return [x for x, _ in vals]
+    basis = d.get("basis")
+    if not d.get("count") or basis is None:
+        return []
+    return [vb[0] for j in a.run.journeys if (vb := latency_value(j, metric)) is not None and vb[1] == basis]
 
 
 def chart_distribution(a: Analysis, metric: str, label: str, color: str) -> dict[str, Any] | None:
@@ -421,7 +420,7 @@ def chart_distribution(a: Analysis, metric: str, label: str, color: str) -> dict
     if not vals:
         return None
     d = a.red_use.get("durations", {}).get(metric) or {}
-    res = d.get("ts_resolution_s") or d.get("resolution_s") if (d.get("estimated") or d.get("basis") == "estimated") else None
+    res = d.get("resolution_s") if d.get("basis") == "estimated" else None
     h = histogram(vals, res)
     markers = [{"label": q, "value": d[q]} for q in ("p50", "p90", "p99") if d.get(q) is not None]
     note = []

@@ -31,10 +31,13 @@ import orjson
 from ..analyze import Analysis, finding_view, server_view
 from ..collapse import collapse_repeats
 from ..fmt import fmt_number, fmt_seconds
+from ..numbers import basis_of
 from ..parsing.fields import dumps_safe
 from ..parsing.templates import template as mask_template
 from ..redact import DEFAULT as DEFAULT_REDACTOR
 from ..redact import Redactor
+from ..textview import (basis_text, fmt_duration, latency_cell, plural, preemptions_text, rate_text, ratio_text,
+                        resolution_text, unmeasured_lines, waiting_text)
 from .charts import MAX_POINTS, OK_STATUSES, _nice_step, build_charts, incident_windows, time_range
 
 MAX_REQUEST_ROWS = 2000
@@ -128,21 +131,43 @@ def _header(a: Analysis, rd: Redactor, title: str) -> str:
     )
 
 
-def _red_use(a: Analysis) -> str:
+def _red_use(a: Analysis, rd: Redactor) -> str:
+    """RED / USE from ``analyze``'s shared numbers, in the words the terminal uses (``textview``)."""
     s = a.red_use
     r = s["requests"]
     d = s["durations"]
     u = s["use"]
-    red = [("requests", f"{r['total']:,}"), ("rate", f"{r['rate_per_s']:.2f} req/s" if r["rate_per_s"] else "–"),
-           ("failed / aborted", f"{r['failed_or_aborted']:,}"), ("unfinished", f"{r['unfinished']:,}"),
+    n = a.numbers or {}
+    fin = r.get("finished", r["total"])
+    outcomes = ", ".join(f"{v:,} {k}" for k, v in (r.get("by_status") or {}).items() if v) or "–"
+    red = [("requests", plural(r["total"], "request")), ("rate", rate_text(r)), ("outcomes", outcomes),
+           ("errors (of finished)", ratio_text(r.get("failed", 0), fin)),
+           ("aborts (of finished)", ratio_text(r.get("aborted", 0), fin)),
+           ("unfinished", f"{r['unfinished']:,}"),
            ("HTTP errors", f"{r['http']['errors']:,} of {r['http']['total']:,}")]
-    approx = [m for m in d if (d[m].get("estimated") or 0) > 0.5 and (d[m].get("ts_resolution_s") or 0) >= 1]
+    rows = [(m, lbl, d.get(m) or {}) for m, lbl in (("queue_s", "queue"), ("ttft_s", "TTFT"), ("tpot_s", "TPOT"),
+                                                    ("e2e_s", "e2e"))]
+    tta = s.get("time_to_abort_s") or {}
+    if tta.get("count"):
+        rows.append(("time_to_abort_s", "time to abort", tta))
+    est = [x for _, _, x in rows if x.get("basis") == "estimated"]
     lat = "".join(
-        f"<tr><th>{esc(lbl)}{' ≈' if m in approx else ''}</th><td>{d[m].get('count', 0):,}</td><td>{_fmt_s(d[m].get('p50'))}</td>"
-        f"<td>{_fmt_s(d[m].get('p90'))}</td><td>{_fmt_s(d[m].get('p99'))}</td><td>{_fmt_s(d[m].get('max'))}</td></tr>"
-        for m, lbl in (("queue_s", "queue"), ("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "e2e")))
-    if approx:
-        lat += "<tr><td colspan='6' class='muted'>≈ estimated from 1-second log timestamps</td></tr>"
+        f"<tr><th>{esc(lbl)}{' ≈' if x.get('basis') == 'estimated' else ''}</th><td>{x.get('count', 0):,}</td>"
+        + "".join(f"<td>{esc(latency_cell(x, q))}</td>" for q in ("p50", "p90", "p99", "max")) + "</tr>"
+        for _, lbl, x in rows if x.get("count"))
+    basis = " · ".join(f"{lbl}: {basis_text(x)}" for _, lbl, x in rows if x.get("count"))
+    approx = ""
+    if est:
+        res = max((x.get("resolution_s") or 0) for x in est)
+        approx = (f" ≈ estimated from log timestamps{' to ' + esc(resolution_text(res)) if res else ''}"
+                  " (no measured value).")
+    unmeasured = "".join(f"<p class='unmeasured'><b>{esc(lbl)}:</b> {prose(rd(txt))}</p>"
+                         for lbl, txt in unmeasured_lines(n.get("unmeasured") or [], ("latency", "requests")))
+    if lat:
+        durations = ("<table class='lat'><thead><tr><th></th><th>n</th><th>p50</th><th>p90</th><th>p99</th><th>max</th>"
+                     f"</tr></thead><tbody>{lat}</tbody></table><p class='basis muted'>from — {esc(basis)}.{approx}</p>")
+    else:
+        durations = "" if unmeasured else "<p class='muted'>No request latencies in this log.</p>"
     use = []
     for k, lbl, pct in (("running", "running", False), ("waiting", "waiting", False), ("swapped", "swapped", False),
                         ("kv_cache_usage", "KV-cache usage", True), ("batch_size", "decode batch size", False),
@@ -150,10 +175,10 @@ def _red_use(a: Analysis) -> str:
         m = u.get(k) or {}
         if m.get("count"):
             use.append((lbl, f"mean {_fmt_n(m['mean'], pct)} · max {_fmt_n(m['max'], pct)}"))
-    if u.get("preemptions") is not None:
-        use.append(("preemptions", _fmt_n(u["preemptions"])))
-    if u.get("preempted_requests"):
-        use.append(("preempted requests", _fmt_n(u["preempted_requests"])))
+    extra = ""
+    if n.get("preemptions") is not None:
+        vers = [sv.version for sv in a.run.servers if sv.version and sv.generation == "v1"]
+        extra = f"<p class='muted'>{esc(preemptions_text(n['preemptions'], vers))} · {esc(waiting_text(n))}</p>"
 
     def kv(rows: list[tuple[str, str]]) -> str:
         return "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
@@ -161,10 +186,9 @@ def _red_use(a: Analysis) -> str:
     return (
         "<section id='summary'><h2>Summary (RED / USE)</h2><div class='grid3'>"
         f"<div><h3>Rate &amp; errors</h3><table class='kv'>{kv(red)}</table></div>"
-        "<div><h3>Durations</h3><table class='kv lat'><thead><tr><th></th><th>n</th><th>p50</th><th>p90</th>"
-        f"<th>p99</th><th>max</th></tr></thead><tbody>{lat}</tbody></table></div>"
-        f"<div><h3>Utilisation &amp; saturation</h3><table class='kv'>{kv(use) or '<tr><td>no engine stats</td></tr>'}</table></div>"
-        "</div></section>"
+        f"<div><h3>Durations (successful requests)</h3>{durations}{unmeasured}</div>"
+        f"<div><h3>Utilisation &amp; saturation</h3><table class='kv'>{kv(use) or '<tr><td>no engine stats</td></tr>'}</table>"
+        f"{extra}</div></div></section>"
     )
 
 
@@ -318,11 +342,16 @@ def _requests(a: Analysis, rd: Redactor, max_rows: int) -> str:
         def num(v: Any, fmt: Any = _fmt_s) -> str:
             return f"<td data-v='{'' if v is None else v}'>{esc(fmt(v)) if v is not None else '–'}</td>"
 
+        def dur(m: str) -> str:  # at the resolution it was measured at: "< 1 s", never "0.0 ms"
+            v = getattr(j, m)
+            res = j.ts_resolution_s if basis_of(j.sources.get(m, "derived")) == "estimated" else None
+            return f"<td data-v='{'' if v is None else v}'>{esc(fmt_duration(v, res, sep=' '))}</td>"
+
         st = j.status + (f" ({j.reason})" if j.reason else "")
         rows.append(
             f"<tr class='st-{'ok' if j.status in _OK else 'bad'}'><td>{esc(rd(j.request_id))}</td><td>{esc(rd(st))}</td>"
             f"<td>{esc(j.arrival_ts.isoformat(sep=' ') if j.arrival_ts else '')}</td>"
-            + num(j.queue_s) + num(j.ttft_s) + num(j.tpot_s) + num(j.e2e_s)
+            + dur("queue_s") + dur("ttft_s") + dur("tpot_s") + dur("e2e_s")
             + num(j.prompt_tokens, _fmt_n) + num(j.output_tokens, _fmt_n) + num(j.preemptions or None, _fmt_n)
             + num(j.http_status, str)
             + f"<td>{esc(rd(j.file))}:{j.first_line}</td></tr>")
@@ -515,7 +544,7 @@ def render_report(
         "<a href='#requests'>requests</a><a href='#problems'>warnings/errors</a><a href='#unknown'>unknown lines</a></nav>",
         "<main>",
         _findings(a, redactor),
-        _red_use(a),
+        _red_use(a, redactor),
         _timeline(a, redactor),
         "<section id='charts'><h2>Over time</h2>"
         + (_windows_list(windows, redactor) if has_time else "")
