@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from vllmlog.diagnose import run_diagnosis
 from vllmlog.diagnose import at_or_above, diagnose, report, summarize
 from vllmlog.rules import Severity
 from vllmlog.rules.config import config_from_dict
@@ -71,9 +72,12 @@ def test_kernel_oom_report_confirms_kill() -> None:
 def test_worker_log_explains_api_server_log() -> None:
     """API server log + worker log of one deployment: the worker's OOM is the cause, the engine death its consequence."""
     d = __import__("pathlib").Path(__file__).parent / "rules" / "variants" / "split"
-    fs = diagnose(load([str(d / "api.log"), str(d / "worker.log")], year=2026))
+    dg = run_diagnosis(load([str(d / "api.log"), str(d / "worker.log")], year=2026))
+    fs = dg.findings
     top = fs[0]
-    assert (top.code, top.category, top.severity) == ("E405", "runtime_oom", Severity.CRITICAL)
+    assert (top.code, top.category) == ("E405", "runtime_oom") and top.severity >= Severity.ERROR
+    inc = dg.incidents[0]
+    assert inc.severity == Severity.CRITICAL and inc.cause is top and inc.impact == "dead"
     assert top.file.endswith("worker.log") and top.process == "VllmWorker TP1 pid=443"
     dead = next(f for f in fs if f.category == "engine_dead")
     assert dead.caused_by == "E405" and dead.severity < Severity.CRITICAL and dead.file.endswith("api.log")

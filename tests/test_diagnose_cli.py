@@ -20,7 +20,10 @@ def test_diagnose_json_shape_and_order(capsys) -> None:
     rc = main(["diagnose", HANG, "--json", "--year", "2026"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 1
-    assert set(doc) == {"findings", "summary", "numbers"}  # numbers: the same as analyze and summary show
+    assert set(doc) == {"incidents", "findings", "verdict", "summary", "numbers"}
+    inc = doc["incidents"][0]
+    assert inc["category"] == "engine_hang" and inc["impact"] == "stalled" and inc["cause"]["code"] == "E401"
+    assert doc["verdict"]["status"] == "failing" and doc["verdict"]["checks"]
     f = doc["findings"][0]
     assert f["code"] == "E401" and f["category"] == "engine_hang" and f["severity"] == "error"
     for key in ("rule", "title", "message", "evidence", "root_cause", "remediation", "first_seen", "last_seen", "count",
@@ -28,8 +31,16 @@ def test_diagnose_json_shape_and_order(capsys) -> None:
         assert key in f
     assert all(set(e) == {"file", "line", "text"} and e["text"] for e in f["evidence"])
     order = ["critical", "error", "warning", "info"]
-    ranks = [order.index(x["severity"]) for x in doc["findings"]]
+    ranks = [order.index(x["severity"]) for x in doc["incidents"]]
     assert ranks == sorted(ranks)
+    # findings in incident order, each incident's cause first, then the notes outside any incident
+    ids = [x["incident"] for x in doc["findings"]]
+    seen = [i for n, i in enumerate(ids) if i is not None and i not in ids[:n]]
+    assert seen == [x["id"] for x in doc["incidents"] if x["findings"]][:len(seen)]
+    assert all(i is None for i in ids[ids.index(None):]) if None in ids else True
+    for x in doc["incidents"]:
+        if x["cause"]:
+            assert next(f for f in doc["findings"] if f["incident"] == x["id"])["code"] == x["cause"]["code"]
     assert doc["summary"]["verdict"] == "failing" and doc["summary"]["top"]["code"] == "E401"
 
 

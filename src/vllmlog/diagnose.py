@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import logging
 import os
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable
 
@@ -27,8 +28,25 @@ _SLACK_S = 5.0
 _CROSS_FILE_S = 120.0
 
 
-def diagnose(run: Any, config: DiagnoseConfig | None = None, *, fill_text: bool = True) -> list[Finding]:
-    """All findings for ``run``, worst first (severity, then time)."""
+@dataclass
+class Diagnosis:
+    """Findings (explainers' causes), symptoms (what clients felt), incidents (the two joined), the
+    service states they were judged against, and the verdict."""
+
+    findings: list[Finding]
+    incidents: list[Any]
+    symptoms: list[Any]
+    states: list[Any]
+    verdict: Any = None
+
+
+def run_diagnosis(run: Any, config: DiagnoseConfig | None = None, *, fill_text: bool = True) -> Diagnosis:
+    """The whole diagnosis of ``run``: explainers → symptoms → incidents → verdict."""
+    from . import incidents as inc_mod
+    from .state import service_states
+    from .symptoms import detect
+    from .verdict import verdict_of
+
     cfg = config or DiagnoseConfig()
     rules = load_rules()
     found: list[tuple[Rule, Finding]] = []
@@ -41,14 +59,27 @@ def diagnose(run: Any, config: DiagnoseConfig | None = None, *, fill_text: bool 
                 found.append((rule, f))
         except Exception:  # a broken rule must not hide the others' findings
             log.exception("rule %s failed", rule.code)
-    _fold_consequences(found, _partial_files(run))
-    findings = [f for _, f in found]
+    try:
+        states = service_states(run)
+        symptoms = detect(run, cfg.thresholds)
+    except Exception:  # pragma: no cover - the state model must not take the findings down with it
+        log.exception("service state / symptoms failed")
+        states, symptoms = [], []
+    incidents = inc_mod.build(run, found, symptoms, states, _partial_files(run))
+    findings = [f for i in incidents for f in i.findings]
+    seen = {id(f) for f in findings}
+    findings += sorted((f for _, f in found if id(f) not in seen and "duplicate_of" not in f.data), key=Finding.sort_key)
     if fill_text:
         _resolve(findings)
+        _resolve_evidence([e for i in incidents for e in i.evidence] + [e for s in symptoms for e in s.evidence])
     for f in findings:
         f.evidence = [e for e in f.evidence if e.line > 0]
-    findings.sort(key=Finding.sort_key)
-    return findings
+    return Diagnosis(findings, incidents, symptoms, states, verdict_of(run, incidents, findings, states))
+
+
+def diagnose(run: Any, config: DiagnoseConfig | None = None, *, fill_text: bool = True) -> list[Finding]:
+    """All findings for ``run``, in incident order (each incident's cause first), then notes."""
+    return run_diagnosis(run, config, fill_text=fill_text).findings
 
 
 def _partial_files(run: Any) -> set[str]:
@@ -161,6 +192,24 @@ def _read_lines(path: str, wanted: set[int]) -> dict[int, str]:
             i += 1
     _INDEX[path] = (st.st_ino, st.st_size, marks)
     return out
+
+
+def _resolve_evidence(evs: list[Evidence]) -> None:
+    """Fill empty evidence texts (incidents, symptoms) by reading the needed lines of each file once."""
+    need: dict[str, set[int]] = {}
+    for e in evs:
+        if not e.text and e.file != "-" and not e.file.startswith("prometheus:"):
+            need.setdefault(e.file, set()).add(e.line)
+    texts: dict[tuple[str, int], str] = {}
+    for path, lines in need.items():
+        try:
+            for i, t in _read_lines(path, lines).items():
+                texts[(path, i)] = t
+        except OSError as exc:
+            log.warning("cannot read %s for evidence: %s", path, exc)
+    for e in evs:
+        if not e.text:
+            e.text = texts.get((e.file, e.line), "") or e.fallback
 
 
 def _resolve(findings: list[Finding]) -> None:

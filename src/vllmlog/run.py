@@ -56,6 +56,10 @@ class ServerRun:
     shutdown: bool = False
     api_pid: str | None = None
     """The API server's pid (``(APIServer pid=N)``): its trace spans carry it as ``vllm.process_id``."""
+    http_status: Counter[int] = field(default_factory=Counter)
+    """HTTP answers of this server run by status code (uvicorn access lines)."""
+    api_requests: int = 0
+    """POST requests among them (the API's work, not health checks and scrapes)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape."""
@@ -356,6 +360,9 @@ class Pipeline:
             st = e.fields.get("http_status")
             if st is not None:
                 self.http_status[st] += 1
+                srv.http_status[st] += 1
+                if e.fields.get("method") == "POST":
+                    srv.api_requests += 1
                 self.http_paths[e.fields.get("path") or "?"] += 1
                 if st >= 400:
                     self._keep(e)

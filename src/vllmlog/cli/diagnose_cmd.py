@@ -47,7 +47,7 @@ def diagnose_cmd(
     traces: OptPaths = TracesOpt,
 ) -> None:
     """Diagnose vLLM logs: what broke, the lines that show it, the root cause and the flag that fixes it."""
-    from ..diagnose import at_or_above, diagnose, summarize
+    from ..diagnose import at_or_above, run_diagnosis, summarize
     from ..rules import Severity, load_config
 
     try:
@@ -57,12 +57,14 @@ def diagnose_cmd(
         raise ConfigError(str(exc)) from None
     cfg = load_config(config)
     run = _load(logs, year, traces)
-    findings = diagnose(run, cfg)
+    d = run_diagnosis(run, cfg)
+    findings = d.findings
     from ..numbers import compute
 
     numbers = compute(run)
     if json_out:
-        _dump({"findings": [f.to_dict() for f in findings], "summary": summarize(findings, run), "numbers": numbers})
+        _dump({"incidents": [i.to_dict() for i in d.incidents], "findings": [f.to_dict() for f in findings],
+               "verdict": d.verdict.to_dict(), "summary": summarize(findings, run), "numbers": numbers})
     else:
         _render(findings, summarize(findings, run), floor, numbers)
     if threshold is not None and at_or_above(findings, threshold):

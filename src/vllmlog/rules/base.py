@@ -104,6 +104,8 @@ class Finding:
     """Index of the server run (restart) within ``file``."""
     caused_by: str | None = None
     """Code of the finding this one is a consequence of (its severity was lowered)."""
+    incident: str | None = None
+    """Id of the incident this finding belongs to (``I1`` …), None for notes outside any incident."""
     data: dict[str, Any] = field(default_factory=dict)
     """Numbers behind the message (thresholds, peaks, suggested values)."""
     probes: list[Probe] = field(default_factory=list, repr=False)
@@ -137,12 +139,13 @@ class Finding:
             "process": self.process,
             "server": self.server,
             "caused_by": self.caused_by,
+            "incident": self.incident,
             "data": {k: v for k, v in self.data.items() if k not in _INTERNAL},
         }
 
 
 #: ``Finding.data`` keys used by ``diagnose`` itself, not part of the public JSON.
-_INTERNAL = frozenset({"can_explain", "consequence_of"})
+_INTERNAL = frozenset({"can_explain", "consequence_of", "onset_ts", "duplicate_of"})
 
 
 class Rule:
@@ -161,6 +164,16 @@ class Rule:
     consequence_any_time: ClassVar[tuple[str, ...]] = ()
     """Of ``consequence_of``, the causes that may be *logged* after their symptom (an NCCL watchdog fires
     minutes after the hang it explains)."""
+    explains: ClassVar[tuple[str, ...]] = ()
+    """Symptom kinds (``symptoms.KINDS``) this rule's findings can be the cause of."""
+    needs_symptom: ClassVar[bool] = False
+    """The finding only matters when clients feel it (KV near full, a queue, a slow speed): without a symptom
+    it is saturation and reported as info."""
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """Is this finding's mechanism present behind ``symptom``? True: verified (its signature is there);
+        False: refuted (do not attach); None: cannot tell (time and kind fit)."""
+        return None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         """Yield findings for ``run`` (pure: no I/O, no printing)."""

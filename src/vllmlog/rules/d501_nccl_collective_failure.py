@@ -36,10 +36,15 @@ class NcclCollectiveFailure(Rule):
 
     code, slug, category, severity = "D501", "nccl-collective-failure", "distributed_nccl", Severity.CRITICAL
     title = "Distributed collective (NCCL/Gloo/Ray) failed or hung"
+    explains = ("stalled", "dead", "never_ready", "failing")
     options: dict[str, Any] = {}
     #: a rank killed by OOM makes the others' collectives fail: the OOM is the cause
     consequence_of = ("startup_oom", "runtime_oom")
     consequence_any_time = ()
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """A collective that never completed stops every rank: a stall, then a dead or never-ready engine."""
+        return True if symptom.kind in ("stalled", "dead", "never_ready") else None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):

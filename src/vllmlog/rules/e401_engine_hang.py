@@ -32,9 +32,14 @@ class EngineHang(Rule):
 
     code, slug, category, severity = "E401", "engine-hang", "engine_hang", Severity.ERROR
     title = "Engine hang: requests running, no tokens produced"
+    explains = ("stalled", "queueing", "aborting", "failing", "slow")
     consequence_of = ("distributed_nccl",)
     consequence_any_time = ("distributed_nccl",)
     options: dict[str, Any] = {"gap_factor": 2.5, "critical_s": 300.0, "window_s": 180.0}
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """The stall itself (stuck stats, nothing admitted, hang timeouts)."""
+        return True if symptom.kind == "stalled" else None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):

@@ -27,9 +27,14 @@ class SchedulerStall(Rule):
 
     code, slug, category, severity = "E402", "scheduler-stall", "engine_hang", Severity.ERROR
     title = "Queue stalled: waiting requests never admitted"
+    explains = ("stalled", "queueing", "aborting")
     consequence_of = ("distributed_nccl",)
     consequence_any_time = ("distributed_nccl",)
     options: dict[str, Any] = {"stall_s": 300.0}
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """The stall itself (stuck stats, nothing admitted, hang timeouts)."""
+        return True if symptom.kind == "stalled" else None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):

@@ -39,6 +39,7 @@ class EngineDead(Rule):
 
     code, slug, category, severity = "E403", "engine-dead", "engine_dead", Severity.CRITICAL
     title = "Engine died while serving"
+    explains = ("dead", "failing", "aborting")
     options: dict[str, Any] = {}
     consequence_of = ("runtime_oom", "distributed_nccl", "engine_hang")
 

@@ -60,6 +60,7 @@ class EngineStartFailed(Rule):
 
     code, slug, category, severity = "E404", "engine-start-failed", "engine_dead", Severity.CRITICAL
     title = "Engine failed to start"
+    explains = ("never_ready",)
     options: dict[str, Any] = {}
     consequence_of = ("startup_oom", "kv_cache_capacity_error", "model_load_failure", "config_error", "distributed_nccl")
 

@@ -24,7 +24,12 @@ class RuntimeCudaOom(Rule):
 
     code, slug, category, severity = "E405", "runtime-cuda-oom", "runtime_oom", Severity.CRITICAL
     title = "Out of GPU memory while serving"
+    explains = ("dead", "failing", "stalled")
     options: dict[str, Any] = {}
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """An out-of-memory error in the engine kills it (V1) or fails the batch (V0)."""
+        return True if symptom.kind in ("dead", "failing") else None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):

@@ -28,6 +28,7 @@ class WorkerKilledServing(Rule):
 
     code, slug, category, severity = "E406", "worker-killed-serving", "runtime_oom", Severity.CRITICAL
     title = "Worker killed while serving (out of host memory)"
+    explains = ("dead", "failing")
     options: dict[str, Any] = {}
     #: a worker that died of an NCCL error or a CUDA OOM logged elsewhere (its own worker log) was not
     #: SIGKILLed by the host OOM killer

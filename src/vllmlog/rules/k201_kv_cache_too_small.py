@@ -30,6 +30,7 @@ class KvCacheTooSmall(Rule):
 
     code, slug, category, severity = "K201", "kv-cache-too-small", "kv_cache_capacity_error", Severity.CRITICAL
     title = "KV cache too small to start"
+    explains = ("never_ready",)
     options: dict[str, Any] = {}
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:

@@ -29,8 +29,24 @@ class KvCachePressure(Rule):
 
     code, slug, category, severity = "K202", "kv-cache-pressure", "kv_cache_pressure_preemption", Severity.WARNING
     title = "KV cache near full: preemption / recompute"
+    explains = ("thrashing", "queueing", "slow", "aborting", "stalled")
+    needs_symptom = True
     options: dict[str, Any] = {"kv_caution": 0.80, "kv_critical": 0.95, "min_intervals": 2, "min_decode_seconds": 5,
                                "min_sustained_s": 60}
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """Preemption explains a queue only when the cache, not the seat count, keeps requests out."""
+        d = finding.data
+        preempting = bool(d.get("preemption_lines") or d.get("silent_preemption") or d.get("cumulative_preemptions")
+                          or finding.title == self.title)
+        if symptom.kind == "thrashing":
+            return True
+        if symptom.kind == "queueing":
+            bind = symptom.data.get("binding")
+            if bind == "max_num_seqs" and not preempting:
+                return False
+            return True if bind == "kv_cache" else None
+        return True if preempting else None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         caution, critical = float(options["kv_caution"]), float(options["kv_critical"])

@@ -23,6 +23,7 @@ class BlockAllocationFailed(Rule):
 
     code, slug, category, severity = "K203", "block-allocation-failed", "runtime_oom", Severity.ERROR
     title = "KV-cache block allocation failed while serving"
+    explains = ("failing", "dead", "stalled")
     options: dict[str, Any] = {"min_count": 1}
     consequence_of = ("kv_cache_pressure_preemption",)
 

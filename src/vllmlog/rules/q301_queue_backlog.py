@@ -26,8 +26,16 @@ class QueueBacklog(Rule):
 
     code, slug, category, severity = "Q301", "queue-backlog", "queue_backlog", Severity.WARNING
     title = "Requests queue up (waiting does not drain)"
+    explains = ("queueing", "aborting", "slow")
+    needs_symptom = True
     options: dict[str, Any] = {"waiting_s": 30.0, "min_waiting": 1, "min_wait_lines": 3}
     consequence_of = ("kv_cache_pressure_preemption", "engine_hang", "engine_dead", "runtime_oom")
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """A backlog at the seat limit: Running pinned at --max-num-seqs while requests wait."""
+        if symptom.kind == "queueing":
+            return True if symptom.data.get("binding") == "max_num_seqs" else None
+        return None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         wait_s = float(options["waiting_s"])

@@ -26,6 +26,8 @@ class SlowGeneration(Rule):
 
     code, slug, category, severity = "Q302", "slow-generation", "slow_throughput", Severity.WARNING
     title = "Generation slower than target"
+    explains = ("slow", "aborting", "queueing")
+    needs_symptom = True
     options: dict[str, Any] = {"min_generation_tps": 20.0, "min_samples": 3, "min_fraction": 0.1}
     consequence_of = ("kv_cache_pressure_preemption", "engine_hang", "queue_backlog")
 

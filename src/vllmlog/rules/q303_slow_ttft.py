@@ -26,6 +26,8 @@ class SlowTtft(Rule):
 
     code, slug, category, severity = "Q303", "slow-ttft", "slow_throughput", Severity.WARNING
     title = "Time to first token above target"
+    explains = ("slow", "aborting", "queueing")
+    needs_symptom = True
     options: dict[str, Any] = {"max_ttft_s": 1.0, "min_prefill_intervals": 3, "min_count": 3, "min_fraction": 0.1}
     consequence_of = ("kv_cache_pressure_preemption", "engine_hang", "queue_backlog")
 

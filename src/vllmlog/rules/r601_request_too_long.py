@@ -47,7 +47,15 @@ class RequestTooLong(Rule):
 
     code, slug, category, severity = "R601", "request-too-long", "request_too_long", Severity.WARNING
     title = "Requests longer than --max-model-len rejected"
+    explains = ("rejected", "failing")
+    needs_symptom = True
     options: dict[str, Any] = {"min_count": 1, "warn_count": 3, "warn_fraction": 0.05, "error_fraction": 0.5}
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """The rejections the symptom counts are the ones this rule read the reason of."""
+        if symptom.kind == "rejected":
+            return True if symptom.category == 'request_too_long' else None
+        return None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):

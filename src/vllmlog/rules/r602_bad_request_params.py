@@ -62,7 +62,15 @@ class BadRequestParams(Rule):
 
     code, slug, category, severity = "R602", "bad-request-params", "bad_request_params", Severity.WARNING
     title = "Requests rejected for invalid parameters"
+    explains = ("rejected", "failing")
+    needs_symptom = True
     options: dict[str, Any] = {"min_count": 1, "warn_count": 3, "warn_fraction": 0.05, "error_fraction": 0.5}
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """The rejections the symptom counts are the ones this rule read the reason of."""
+        if symptom.kind == "rejected":
+            return True if symptom.category == 'bad_request_params' else None
+        return None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):

@@ -34,7 +34,15 @@ class RejectedRequests(Rule):
 
     code, slug, category, severity = "R603", "rejected-requests", "request_too_long", Severity.WARNING
     title = "Requests rejected with HTTP 4xx (no reason logged)"
+    explains = ("rejected",)
+    needs_symptom = True
     options: dict[str, Any] = {"min_count": 3, "min_fraction": 0.05, "error_fraction": 0.5}
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """The rejections the symptom counts are the ones this rule read the reason of."""
+        if symptom.kind == "rejected":
+            return None
+        return None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):

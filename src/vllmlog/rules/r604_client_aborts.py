@@ -30,9 +30,15 @@ class ClientAborts(Rule):
 
     code, slug, category, severity = "R604", "client-aborts", "client_abort", Severity.WARNING
     title = "Clients abort requests"
+    explains = ("aborting",)
+    needs_symptom = True
     options: dict[str, Any] = {"min_count": 3, "min_fraction": 0.1}
     consequence_of = ("engine_hang", "queue_backlog", "slow_throughput", "engine_dead", "kv_cache_pressure_preemption",
                       "runtime_oom")
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """Client disconnects behind an aborting symptom (not server-side timeouts)."""
+        return True if symptom.kind == "aborting" and symptom.category == "client_abort" else None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):

@@ -27,8 +27,14 @@ class RequestTimeouts(Rule):
 
     code, slug, category, severity = "R605", "request-timeouts", "timeout", Severity.WARNING
     title = "Requests time out"
+    explains = ("aborting", "failing")
+    needs_symptom = True
     options: dict[str, Any] = {"min_count": 3, "min_fraction": 0.05}
     consequence_of = ("engine_hang", "queue_backlog", "slow_throughput", "kv_cache_pressure_preemption")
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """Timeouts logged by the server behind an aborting/failing symptom."""
+        return True if symptom.kind == "aborting" and symptom.category == "timeout" else None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):

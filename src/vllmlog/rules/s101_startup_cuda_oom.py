@@ -39,6 +39,7 @@ class StartupCudaOom(Rule):
 
     code, slug, category, severity = "S101", "startup-cuda-oom", "startup_oom", Severity.CRITICAL
     title = "Out of GPU memory during start-up"
+    explains = ("never_ready",)
     options: dict[str, Any] = {}
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:

@@ -51,6 +51,7 @@ class StartupWorkerKilled(Rule):
 
     code, slug, category, severity = "S102", "startup-worker-killed", "startup_oom", Severity.CRITICAL
     title = "Worker killed during start-up (out of host memory)"
+    explains = ("never_ready",)
     options: dict[str, Any] = {}
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:

@@ -31,6 +31,7 @@ class InsufficientFreeMemory(Rule):
 
     code, slug, category, severity = "S103", "insufficient-free-memory", "startup_oom", Severity.CRITICAL
     title = "Not enough free memory at start-up for --gpu-memory-utilization"
+    explains = ("never_ready",)
     options: dict[str, Any] = {}
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:

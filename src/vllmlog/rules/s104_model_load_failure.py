@@ -36,6 +36,7 @@ class ModelLoadFailure(Rule):
 
     code, slug, category, severity = "S104", "model-load-failure", "model_load_failure", Severity.CRITICAL
     title = "Model failed to load"
+    explains = ("never_ready",)
     options: dict[str, Any] = {}
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:

@@ -28,6 +28,7 @@ class InvalidConfig(Rule):
 
     code, slug, category, severity = "S105", "invalid-config", "config_error", Severity.CRITICAL
     title = "Invalid server configuration"
+    explains = ("never_ready",)
     options: dict[str, Any] = {}
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:

@@ -23,6 +23,7 @@ class PortInUse(Rule):
 
     code, slug, category, severity = "S106", "port-in-use", "config_error", Severity.CRITICAL
     title = "HTTP port already in use"
+    explains = ("never_ready",)
     options: dict[str, Any] = {}
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:

@@ -1,0 +1,276 @@
+"""Symptoms of progress: the engine stalls, the queue does not drain, sequences are preempted, generation
+slows down against the run's own normal."""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import TYPE_CHECKING, Iterator
+
+from ..rules import _util as u
+from ..rules.base import Evidence, Severity
+from ..state.model import KV_FULL, Interval
+from .base import Symptom, detector, trend_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..run import Run
+    from ..state import ServiceState
+
+_HANG = ("shm_broadcast_timeout", "rpc_timeout", "engine_iteration_timeout")
+#: Waiting > 0 with nothing admitted and nothing changing for this long is a stall (head-of-line blocking).
+NOT_ADMITTED_S = 300.0
+#: A queue that lasts this long without draining is a backlog (the handbook's "waiting > 30 s").
+QUEUE_S = 30.0
+
+
+def _runs(xs: list[Interval], pred) -> list[list[Interval]]:
+    return u.stretches(xs, pred)
+
+
+def _ev(xs: list[Interval], limit: int = 6) -> list[Evidence]:
+    return [u.sample_ev(x.sample) for x in u.pick(xs, None, limit=limit)]
+
+
+@detector("stalled")
+def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
+    """No progress while work is pending: Running > 0 at 0 tokens/s for two intervals or followed by a silent
+    gap; Waiting > 0 never admitted for minutes with nothing changing; hang timeouts while serving."""
+    v = st.view
+    for xs in st.engines.values():
+        xs = [x for x in xs if not v.in_shutdown(x.sample.line)]
+        episodes: list[tuple[list[Interval], float | None, Interval | None]] = []
+        for run_ in _runs(xs, lambda x: x.stuck):
+            j = xs.index(run_[-1]) + 1
+            nxt = xs[j] if j < len(xs) else None
+            gap = nxt.gap_before_s if nxt is not None else None
+            if len(run_) >= 2 or gap is not None:
+                episodes.append((run_, gap, nxt))
+        for run_ in _runs(xs, lambda x: x.waiting > 0 and not x.admitting and not x.stuck):
+            groups: list[list[Interval]] = []
+            for x in run_:
+                if groups and (groups[-1][-1].running, groups[-1][-1].waiting) == (x.running, x.waiting):
+                    groups[-1].append(x)
+                else:
+                    groups.append([x])
+            for g in groups:
+                if u.duration_s(g) >= NOT_ADMITTED_S:
+                    j = xs.index(g[-1]) + 1
+                    episodes.append((g, None, xs[j] if j < len(xs) else None))
+        for run_, gap, nxt in episodes:
+            s0 = run_[0]
+            end = nxt.ts if nxt is not None else run_[-1].ts
+            dur = (end - s0.ts).total_seconds() if end and s0.ts else None
+            recovered = nxt is not None and not nxt.stuck and (nxt.admitting or nxt.gen_tps > 0)
+            timeouts = [e for e in v.of(*_HANG) if e.ts and s0.ts and -60 <= (e.ts - s0.ts).total_seconds()
+                        <= (dur or 0) + 600]
+            evid = _ev(run_, 4) + [u.first(e) for e in timeouts[:3]]
+            if gap is not None and nxt is not None:
+                evid.append(u.sample_ev(nxt.sample))
+            stuck = s0.stuck
+            what = (f"Running {s0.running} at 0 tokens/s" if stuck else
+                    f"Running {s0.running} / Waiting {s0.waiting} with nothing admitted")
+            what += f" for {len(run_)} stats intervals" if len(run_) > 1 else ""
+            if gap is not None:
+                what += f", then no stats line for {u.secs(gap)}"
+            sev = Severity.CRITICAL if not recovered and (dur or 0) >= 300 else Severity.ERROR
+            yield Symptom("stalled", st.file, st.index, sev,
+                          f"No progress: {what} (~{u.secs(dur)}" + (", then resumed)." if recovered else ", not recovered)."),
+                          onset=s0.ts, end=end, trend="recovered" if recovered else "stable", evidence=u.dedupe(evid),
+                          process=s0.sample.process,
+                          data={"stalled_s": dur, "running": s0.running, "waiting": s0.waiting, "stuck": stuck,
+                                "stats_gap_s": gap, "timeouts": len(timeouts)})
+    # hang timeouts while serving with no stats line to show it (stats off, or the stats stopped)
+    if not any(True for xs in st.engines.values() for x in xs if x.stuck):
+        tos = [e for e in v.of(*_HANG) if v.serving(e.line) and not v.in_shutdown(e.line)]
+        if len(tos) >= 2 or any(e.kind != "shm_broadcast_timeout" for e in tos):
+            yield Symptom("stalled", st.file, st.index, Severity.ERROR,
+                          f"No progress: {len(tos)} hang timeout line(s) while serving ({u.msg_of(tos[0])[:120]}).",
+                          onset=tos[0].ts, end=tos[-1].ts, evidence=u.dedupe([u.first(e) for e in tos[:4]]),
+                          process=tos[0].process, data={"timeouts": len(tos)})
+
+
+@detector("queueing")
+def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
+    """Requests wait and the queue grows or does not drain. A burst that drains steadily is how a busy,
+    well-sized server absorbs load (healthy, saturated), not a symptom."""
+    v = st.view
+    for xs in st.engines.values():
+        xs = [x for x in xs if not v.in_shutdown(x.sample.line)]
+        for run_ in _runs(xs, lambda x: x.waiting > 0):
+            if all(x.stuck for x in run_):
+                continue  # a stall, reported as such
+            j = xs.index(run_[-1]) + 1
+            nxt = xs[j] if j < len(xs) else None
+            w = [x.waiting for x in run_]
+            dur = u.duration_s(run_) + (run_[0].dt_s or 0)
+            drained = nxt is not None and nxt.waiting == 0
+            falling = len(w) >= 2 and all(b <= a for a, b in zip(w, w[1:])) and w[-1] < w[0]
+            growing = len(w) >= 3 and w[-1] > w[0] and sum(1 for a, b in zip(w, w[1:]) if b > a) >= len(w) // 2
+            # a deep queue at the seat limit: each request waits several service times, however short the window
+            cap = run_[0].cap
+            deep = [x for x in run_ if cap and x.running >= cap and x.waiting >= 2 * cap]
+            if len(deep) >= 2 and not falling:
+                pass
+            elif dur < QUEUE_S:
+                continue
+            elif drained and (falling or dur < 2 * QUEUE_S):
+                continue  # a burst that drains
+            elif not growing and drained and dur < 4 * QUEUE_S:
+                continue
+            elif not growing and not drained and nxt is None and falling:
+                continue  # draining when the log ends
+            binding = [x.binding for x in run_ if x.binding]
+            bind = max(set(binding), key=binding.count) if binding else None
+            kv = [x.kv for x in run_ if x.kv is not None]
+            trend = "recovered" if drained else trend_of([float(a) for a in w])
+            sev = Severity.WARNING
+            head = (f"Waiting > 0 for {u.secs(dur)} ({w[0]} → peak {max(w)} → {w[-1]})"
+                    + (f"; Running pinned at {run_[0].running}" if len({x.running for x in run_}) == 1 else
+                       f"; Running {min(x.running for x in run_)}–{max(x.running for x in run_)}")
+                    + (f", KV ≤ {u.pct(max(kv))}" if kv else "") + (", then drained" if drained else ""))
+            yield Symptom("queueing", st.file, st.index, sev, head + ".", onset=run_[0].ts, end=run_[-1].ts,
+                          trend=trend, evidence=u.dedupe(_ev(run_)), process=run_[0].sample.process,
+                          data={"peak_waiting": max(w), "duration_s": dur, "binding": bind, "drained": drained,
+                                "growing": growing})
+    # per-request queue times (handbook / traced journeys)
+    long_q = [j for j in run.journeys if j.file == st.file and j.server == st.index and (u.jval(j, "queue_s") or 0) > QUEUE_S]
+    hb = [e for e in v.of("queue_wait_exceeded") if not v.in_shutdown(e.line)]
+    n_j = max(1, st.coverage.requests)
+    if (len(long_q) >= 3 and len(long_q) / n_j >= 0.05) or len(hb) >= 3:
+        ts = sorted([j.arrival_ts for j in long_q if j.arrival_ts] + [e.ts for e in hb if e.ts])
+        evid = [u.first(e) for e in hb[:4]] + [Evidence(j.file, j.first_line, "") for j in long_q[:3] if j.first_line]
+        yield Symptom("queueing", st.file, st.index, Severity.WARNING,
+                      f"{max(len(long_q), len(hb))} requests queued longer than {QUEUE_S:.0f} s.",
+                      onset=ts[0] if ts else None, end=ts[-1] if ts else None, evidence=u.dedupe(evid),
+                      data={"long_queue_requests": len(long_q), "wait_lines": len(hb)})
+
+
+@detector("thrashing")
+def thrashing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
+    """Sequences are evicted and recomputed (or swapped): V0 preemption warnings, Preemptions/Swapped in the
+    stats, per-request preemption counts, or V1's silent preemption — at a full cache Running falls while
+    Waiting rises by as much and the evicted prompts are prefilled again."""
+    v = st.view
+    pre = [e for e in v.of("preemption") if not v.in_shutdown(e.line)]
+    cum = max((int(u.num(e.fields.get("cumulative_preemptions")) or 0) for e in pre), default=0)
+    xs = [x for xx in st.engines.values() for x in xx if not v.in_shutdown(x.sample.line)]
+    field = [x for x in xs if x.preemptions > 0 or (x.sample.swapped or 0) > 0]
+    silent = _silent(st)
+    n_silent = sum(d for _, d in silent)
+    silent = [x for x, _ in silent]
+    jpre = [j for j in run.journeys if j.file == st.file and j.server == st.index and j.preemptions]
+    count = max(len(pre), cum, sum(x.preemptions for x in field), n_silent, sum(j.preemptions for j in jpre))
+    if not (pre or field or silent or jpre):
+        return
+    sustained = count >= 2 or len(field) >= 2 or len(silent) >= 2
+    sev = Severity.WARNING if sustained else Severity.INFO
+    times = sorted([e.ts for e in pre if e.ts] + [x.ts for x in field + silent if x.ts])
+    evid = [u.first(e) for e in pre[:4]] + _ev(field, 4) + _ev(silent, 4)
+    how = []
+    if pre:
+        how.append(f"{len(pre)} preemption warning(s)" + (f" (cumulative {cum})" if cum > len(pre) else ""))
+    if field:
+        how.append(f"{sum(x.preemptions for x in field)} preemptions / up to {max((x.sample.swapped or 0) for x in field)} "
+                   "swapped in the stats")
+    if silent:
+        how.append(f"≥ {n_silent} silent preemption(s): Running fell while Waiting rose at a full cache and prompts "
+                   "were prefilled again")
+    if jpre and not how:
+        how.append(f"{len(jpre)} requests preempted")
+    kv = [x.kv for x in xs if x.kv is not None]
+    yield Symptom("thrashing", st.file, st.index, sev,
+                  "Sequences preempted and recomputed: " + "; ".join(how) + (f" (KV peak {u.pct(max(kv))})" if kv else "") + ".",
+                  onset=times[0] if times else None, end=times[-1] if times else None, evidence=u.dedupe(evid),
+                  data={"preemptions": count, "silent": len(silent), "warnings": len(pre)})
+
+
+def _silent(st: ServiceState) -> list[tuple[Interval, int]]:
+    """Intervals that show V1's silent preemption, with how many sequences at least were evicted: both ends at a
+    full cache, Running falls by k while Waiting rises by at least k/2, and prompt tokens are processed again
+    (the evicted requests re-prefill)."""
+    out = []
+    for xs in st.engines.values():
+        for a, b in zip(xs, xs[1:]):
+            if a.kv is None or b.kv is None or a.kv < KV_FULL or b.kv < KV_FULL:
+                continue
+            drop = a.running - b.running
+            if drop >= 1 and b.waiting - a.waiting >= max(1, drop / 2) and b.admitting:
+                out.append((b, min(drop, b.waiting - a.waiting)))
+    return out
+
+
+@detector("slow")
+def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
+    """Throughput collapses against the run's own normal: total generation throughput below half of what the
+    same server did at a comparable load, for three intervals in a row while work was pending; or the server
+    itself says requests are slow (the handbook's slow-generation lines)."""
+    v = st.view
+    for xs in st.engines.values():
+        busy = [x for x in xs if x.busy and not x.stuck and not v.in_shutdown(x.sample.line)]
+        if len(busy) < 6:
+            continue
+        ref: list[Interval] = []
+        low: list[Interval] = []
+        cur: list[Interval] = []
+        for x in busy:
+            comp = [r.gen_tps for r in ref if r.running and 0.75 <= x.running / r.running <= 1.33]
+            if len(comp) >= 3 and x.gen_tps < 0.5 * median(comp):
+                cur.append(x)
+                continue
+            if len(cur) >= 3:
+                low.append(cur[0])
+                low += cur[1:]
+            cur = []
+            ref.append(x)
+        if len(cur) >= 3:
+            low += cur
+        if not low:
+            continue
+        base = median(r.gen_tps for r in ref) if ref else None
+        now = median(x.gen_tps for x in low)
+        yield Symptom("slow", st.file, st.index, Severity.WARNING,
+                      f"Generation throughput fell to {now:.1f} tokens/s from {base:.1f} at a comparable load "
+                      f"({len(low)} stats intervals).", onset=low[0].ts, end=low[-1].ts,
+                      trend=trend_of([-x.gen_tps for x in low]), evidence=u.dedupe(_ev(low)),
+                      process=low[0].sample.process, data={"baseline_tps": base, "low_tps": now, "intervals": len(low)})
+    # the first token takes long: prefill runs interval after interval with no token generated
+    ttft = float(opts.get("max_ttft_s") or 1.0)
+    for xs in st.engines.values():
+        for run_ in _runs(xs, lambda x: x.running > 0 and x.admitting and x.gen_tps == 0 and not v.in_shutdown(x.sample.line)):
+            dur = u.duration_s(run_) + run_[0].dt_s
+            if len(run_) >= 3 and dur >= max(30.0, 3 * ttft):
+                yield Symptom("slow", st.file, st.index, Severity.WARNING,
+                              f"No first token for {u.secs(dur)}: prefill ran {len(run_)} stats intervals at "
+                              f"~{median(x.prompt_tps for x in run_):.0f} prompt tokens/s with 0 tokens generated.",
+                              onset=run_[0].ts, end=run_[-1].ts, evidence=u.dedupe(_ev(run_)),
+                              process=run_[0].sample.process, data={"prefill_s": dur, "intervals": len(run_)})
+    # latency over the target, per request (journeys with measured times)
+    js = [j for j in run.journeys if j.file == st.file and j.server == st.index and j.status == "success"]
+    got = [(j, u.jval(j, "ttft_s")) for j in js]
+    got = [(j, t) for j, t in got if t is not None]
+    slow_j = [j for j, t in got if t > ttft]
+    if len(slow_j) >= 3 and len(slow_j) / max(1, len(got)) >= 0.1:
+        slow_j.sort(key=lambda j: -(j.ttft_s or 0))
+        ts = sorted(j.arrival_ts for j in slow_j if j.arrival_ts)
+        yield Symptom("slow", st.file, st.index, Severity.WARNING,
+                      f"{len(slow_j)} of {len(got)} successful requests had TTFT above {ttft:g} s "
+                      f"(worst {slow_j[0].ttft_s:.1f} s).", onset=ts[0] if ts else None, end=ts[-1] if ts else None,
+                      evidence=u.dedupe([Evidence(j.file, j.last_line or j.first_line, "") for j in slow_j[:3]]),
+                      data={"slow_requests": len(slow_j), "measured": len(got), "max_ttft_s": ttft})
+    tpot = 1.0 / float(opts.get("min_generation_tps") or 20.0)
+    gotp = [(j, u.jval(j, "tpot_s")) for j in js if (j.sources or {}).get("tpot_s") != "estimated"]
+    slow_p = [j for j, t in gotp if t is not None and t > tpot]
+    if len(slow_p) >= 3 and len(slow_p) / max(1, len(gotp)) >= 0.1:
+        ts = sorted(j.arrival_ts for j in slow_p if j.arrival_ts)
+        yield Symptom("slow", st.file, st.index, Severity.WARNING,
+                      f"{len(slow_p)} of {len(gotp)} successful requests generated slower than "
+                      f"{1 / tpot:g} tokens/s (TPOT > {tpot * 1000:.0f} ms).",
+                      onset=ts[0] if ts else None, end=ts[-1] if ts else None,
+                      evidence=u.dedupe([Evidence(j.file, j.last_line or j.first_line, "") for j in slow_p[:3]]),
+                      data={"slow_requests": len(slow_p), "min_generation_tps": 1 / tpot})
+    hb = [e for e in v.of("slow_generation") if not v.in_shutdown(e.line)]
+    ids = {e.request_id for e in hb}
+    if len(hb) >= 3 and len(ids) / max(1, st.coverage.requests) >= 0.1:
+        yield Symptom("slow", st.file, st.index, Severity.WARNING,
+                      f"{len(hb)} slow-generation lines for {len(ids)} requests.", onset=hb[0].ts, end=hb[-1].ts,
+                      evidence=u.dedupe([u.first(e) for e in hb[:4]]), process=hb[0].process,
+                      data={"slow_lines": len(hb)})

@@ -1,0 +1,187 @@
+"""Symptoms clients see on their requests: server errors, rejections, aborts and timeouts."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Iterator
+
+from ..rules import _util as u
+from ..rules.base import Severity
+from .base import Symptom, detector
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model import Event
+    from ..run import Run
+    from ..state import ServiceState
+
+#: Paths whose 404 says nothing about the service (browsers, scanners, typos outside the API).
+_API = re.compile(r"^/(?:v1/|v2/|generate|tokenize|detokenize|pooling|score|rerank|classify|invocations|inference/)")
+_LENGTH = re.compile(r"maximum context length|max_model_len|maximum model length|too long|is too large|exceeds? "
+                     r"(?:the )?(?:max|limit)|prompt length|input tokens", re.I)
+_SERVER_FAIL_KINDS = frozenset({"request_failed", "request_exception", "stream_error", "asgi_exception"})
+_CLIENT_FAIL = re.compile(r"bad request|input error|validation|invalid|must be|not supported|unsupported|"
+                          r"does not exist|not found|unknown|expected", re.I)
+
+
+def requests_seen(st: ServiceState) -> int:
+    """How many API requests the server run answered (journeys, or POST access lines when more)."""
+    return max(st.coverage.requests, getattr(st.view.srv, "api_requests", 0) or 0)
+
+
+def _share(n: int, st: ServiceState) -> float:
+    return n / max(requests_seen(st), n, 1)
+
+
+def _is_client_error(e: Event) -> bool:
+    k = u.kinds_of(e)
+    if k & {"bad_request_params", "context_length_exceeded", "prompt_too_long", "request_rejected",
+            "request_preprocess_error"}:
+        return True
+    if e.kind == "request_failed":
+        return e.fields.get("reason") in ("bad_request", "bad request", "input_error", "input error") or \
+            "(bad request)" in e.text or "(input error)" in e.text
+    return False
+
+
+@detector("failing")
+def failing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
+    """Requests fail on the server side: HTTP 5xx, requests that end in an engine or server error, exceptions
+    in the API server — outside a deliberate shutdown."""
+    v = st.view
+    if not st.lifecycle.serving:
+        return
+    e5 = [e for e in v.events if e.kind == "http_access" and (e.fields.get("http_status") or 0) >= 500
+          and not v.in_shutdown(e.line)]
+    fails = [e for e in v.events if e.kind in _SERVER_FAIL_KINDS and not v.in_shutdown(e.line) and not _is_client_error(e)]
+    fails += [e for e in v.events if e.kind == "request_finished" and e.fields.get("status") == "error"
+              and "disconnect" not in str(e.fields.get("reason") or "").lower() and not v.in_shutdown(e.line)]
+    n = max(len(e5), u.distinct_requests(fails) if fails else 0)
+    if n == 0:
+        return
+    share = _share(n, st)
+    sev = Severity.ERROR if n >= 3 or share >= 0.05 else Severity.WARNING
+    evs = sorted(e5 + fails, key=lambda e: e.line)
+    t0 = min((e.ts for e in evs if e.ts), default=None)
+    t1 = max((e.ts for e in evs if e.ts), default=None)
+    exc = next((e for e in fails if e.fields.get("exc_type") or e.fields.get("error")), None)
+    what = f"{n} request(s) failed with a server error" + (f" ({share:.0%} of requests)" if share >= 0.01 else "")
+    if e5:
+        codes = sorted({e.fields.get("http_status") for e in e5})
+        what += f"; HTTP {', '.join(str(c) for c in codes)} ×{len(e5)}"
+    if exc is not None:
+        what += f"; {u.msg_of(exc)[:120]}"
+    later_ok = any(x.ts and t1 and x.ts > t1 and x.gen_tps > 0 for x in st.intervals)
+    yield Symptom("failing", st.file, st.index, sev, what + ".", onset=t0, end=t1,
+                  trend="recovering" if later_ok else "stable",
+                  evidence=u.dedupe(([u.ev(exc), u.first(exc)] if exc is not None else []) + [u.first(e) for e in evs[:6]]),
+                  category=_failing_category(fails), process=evs[0].process,
+                  data={"failed": n, "http_5xx": len(e5), "share": share})
+
+
+def _failing_category(fails: list[Event]) -> str | None:
+    text = " ".join(str(e.fields.get("exc_message") or e.fields.get("error") or u.msg_of(e))[:300] for e in fails[:5])
+    if re.search(r"out of memory|OutOfMemory", text, re.I):
+        return "runtime_oom"
+    if _LENGTH.search(text):
+        return "request_too_long"
+    if re.search(r"time(?:d)? ?out", text, re.I):
+        return "timeout"
+    if re.search(r"EngineDead|engine (?:core )?(?:is )?dead|Background loop|engine.*died", text, re.I):
+        return "engine_dead"
+    if fails and _CLIENT_FAIL.search(text):
+        return "bad_request_params"
+    return None
+
+
+@detector("rejected")
+def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
+    """Requests rejected as invalid (HTTP 400/401/403/404-on-the-API/413/422, or a rejection line): the server is
+    fine, the clients get errors. 404s for paths outside the API (favicon, typos) do not count."""
+    v = st.view
+    acc = [e for e in v.events if e.kind == "http_access" and not v.in_shutdown(e.line) and (
+        e.fields.get("http_status") in (400, 401, 403, 413, 422)
+        or (e.fields.get("http_status") == 404 and e.fields.get("method") == "POST"
+            and _API.match(str(e.fields.get("path") or ""))))]
+    rej = [e for e in v.events if _is_client_error(e) and not v.in_shutdown(e.line)]
+    n = max(len(acc), u.distinct_requests(rej) if rej else 0)
+    if n == 0:
+        return
+    share = _share(n, st)
+    sev = (Severity.ERROR if share >= 0.5 and n >= 3 else
+           Severity.WARNING if share >= 0.5 or (n >= 3 and share >= 0.01) or (n >= 2 and share >= 0.05) else Severity.INFO)
+    text = " ".join(u.msg_of(e)[:300] for e in rej[:10])
+    length = bool(rej) and sum(1 for e in rej if _LENGTH.search(e.text) or u.is_length_rejection(e)) >= len(rej) / 2
+    cat = "request_too_long" if length else "bad_request_params"
+    evs = sorted(rej + acc, key=lambda e: e.line)
+    t0 = min((e.ts for e in evs if e.ts), default=None)
+    t1 = max((e.ts for e in evs if e.ts), default=None)
+    codes = sorted({e.fields.get("http_status") for e in acc})
+    head = f"{n} request(s) rejected" + (f" with HTTP {', '.join(str(c) for c in codes)}" if codes else "") \
+        + (f" ({share:.0%} of requests)" if share >= 0.01 else "")
+    if rej:
+        head += f": {u.msg_of(rej[0])[:140]}"
+    yield Symptom("rejected", st.file, st.index, sev, head + ".", onset=t0, end=t1,
+                  evidence=u.dedupe([u.ev(e) for e in rej[:3]] + [u.first(e) for e in acc[:3]]), category=cat,
+                  process=evs[0].process, data={"rejected": n, "share": share, "length": length, "text": text[:200]})
+
+
+_TIMEOUT = re.compile(r"time(?:d)? ?out|timeout", re.I)
+
+
+@detector("aborting")
+def aborting(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
+    """Clients give up: a noticeable share of requests aborted (disconnects), aborts at a constant age (a
+    client timeout: even two of two is a pattern), or requests ended by a timeout. A lone cancel is normal."""
+    v = st.view
+    ab = [e for e in v.events if not v.in_shutdown(e.line) and (
+        e.kind == "request_aborted" or (e.kind == "request_finished" and e.fields.get("status") == "error"
+                                       and "disconnect" in str(e.fields.get("reason") or "").lower()))]
+    tmo = [e for e in v.events if e.kind in ("request_finished", "request_failed") and not v.in_shutdown(e.line)
+           and (e.fields.get("timeout_s") is not None or _TIMEOUT.search(str(e.fields.get("reason") or e.fields.get("error") or "")))]
+    n_ab = u.distinct_requests(ab) if ab else 0
+    n_to = len({e.request_id or e.line for e in tmo})
+    n = n_ab + n_to
+    if n == 0:
+        return
+    total = max(requests_seen(st), n, 1)
+    share = n / total
+    ages = _ages(run, st, ab)
+    fixed = None
+    if len(ages) >= 2:
+        lo, hi = min(ages), max(ages)
+        med = sorted(ages)[len(ages) // 2]
+        if med >= 1.0 and hi - lo <= max(2.0, 0.1 * med):
+            fixed = med
+    sev = Severity.WARNING if (n >= 3 and share >= 0.1) or (fixed is not None and n >= 2) or (n >= 2 and share >= 0.5) \
+        else Severity.INFO
+    evs = sorted(ab + tmo, key=lambda e: e.line)
+    head = f"{n} of {total} requests ({share:.0%}) " + ("timed out" if n_to > n_ab else "aborted by the client")
+    if fixed is not None:
+        head += f", all about {fixed:.0f} s after arrival (a fixed client timeout)"
+    elif ages:
+        head += f"; median {sorted(ages)[len(ages) // 2]:.0f} s after arrival"
+    t0 = min((e.ts for e in evs if e.ts), default=None)
+    t1 = max((e.ts for e in evs if e.ts), default=None)
+    yield Symptom("aborting", st.file, st.index, sev, head + ".", onset=t0, end=t1,
+                  evidence=u.dedupe([u.first(e) for e in evs[:6]]),
+                  category="timeout" if n_to > n_ab else "client_abort", process=evs[0].process,
+                  data={"aborted": n_ab, "timeouts": n_to, "share": share, "fixed_age_s": fixed,
+                        "median_age_s": sorted(ages)[len(ages) // 2] if ages else None})
+
+
+def _ages(run: Run, st: ServiceState, aborts: list[Event]) -> list[float]:
+    js = {}
+    for j in run.journeys:
+        if j.file == st.file and j.server == st.index:
+            js[j.request_id] = j
+            for a in j.aliases:
+                js.setdefault(a, j)
+    out = []
+    for e in aborts:
+        for rid in e.fields.get("request_ids") or [e.request_id]:
+            j = js.get(str(rid)) or js.get(u.rid_base(str(rid))) if rid else None
+            if j is not None and j.arrival_ts and e.ts:
+                a = (e.ts - j.arrival_ts).total_seconds()
+                if a > 0.5:
+                    out.append(a)
+    return out
