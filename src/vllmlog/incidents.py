@@ -130,17 +130,18 @@ def _explains(rule: Rule, f: Finding, s: Symptom, st: ServiceState | None, scope
     fo = onset_of(f)
     if not scope.same(f.file, f.server, fo, s.file, s.server, s.onset):
         return 0
-    if {recs.key(e) for e in f.evidence if (e.file, e.line) not in recs.stats} & \
-            {recs.key(e) for e in s.evidence if (e.file, e.line) not in recs.stats}:
-        return 2  # they cite the same log record: one event, seen from both sides
-    if fo is not None and s.onset is not None and (fo - s.onset).total_seconds() > SLACK_S:
-        return 0
     try:
         m = rule.mechanism(f, s, st)
     except Exception:  # pragma: no cover - a broken check must not break the diagnosis
         m = None
     if m is False:
         return 0
+    if {recs.key(e) for e in f.evidence if (e.file, e.line) not in recs.stats} & \
+            {recs.key(e) for e in s.evidence if (e.file, e.line) not in recs.stats}:
+        return 2  # they cite the same log record: one event, seen from both sides
+    if fo is not None and s.onset is not None and (fo - s.onset).total_seconds() > SLACK_S:
+        if not (f.data.get("logged_late") and s.end is not None and fo <= s.end + timedelta(seconds=CROSS_FILE_S)):
+            return 0
     return 2 if m else 1
 
 

@@ -154,6 +154,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "version": ("str", "", "vLLM version"),
     "model": ("str", "", "model name or path"),
     "architecture": ("str", "", "model architecture"),
+    "model_type": ("str", "", "the checkpoint's model_type (config.json)"),
+    "available_blocks": ("int", "blocks", "KV/state cache blocks available"),
     "max_model_len": ("int", "tokens", "max model length"),
     "max_seq_len": ("int", "tokens", "model max sequence length"),
     "num_gpu_blocks": ("int", "blocks", "device KV blocks"),

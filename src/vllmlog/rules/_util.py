@@ -717,3 +717,24 @@ def exc_lines(e: Event, limit: int = 4) -> list[Evidence]:
             out.append(Evidence(e.file, e.line + i - 1, lines[i - 1]))
         out.append(Evidence(e.file, e.line + i, ln))
     return out[-limit:]
+
+
+def _load_patterns() -> list[Any]:
+    from ..parsing.registry import MESSAGES
+
+    return [p for p in MESSAGES.patterns if p.kind == "model_load_error"]
+
+
+def load_reason(e: Event, max_lines: int = 80) -> str | None:
+    """The model-load reason a record states on any of its lines (a validation error whose detail says the
+    checkpoint's model type is unknown is the model failing to load, not a bad flag); None when none does."""
+    if e.kind == "model_load_error" or "model_load_error" in (e.fields.get("exc_kinds") or ()):
+        return str(e.fields.get("reason") or "model_load_error")
+    pats = _load_patterns()
+    for ln in e.text.split("\n")[:max_lines]:
+        body = _ENVELOPE.sub("", ln.split("] ", 1)[-1] if "] " in ln[:120] else ln, count=1).strip()
+        for p in pats:
+            r = p.match(body)
+            if r is not None:
+                return str(r[1].get("reason") or "model_load_error")
+    return None

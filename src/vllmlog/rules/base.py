@@ -145,7 +145,7 @@ class Finding:
 
 
 #: ``Finding.data`` keys used by ``diagnose`` itself, not part of the public JSON.
-_INTERNAL = frozenset({"can_explain", "consequence_of", "onset_ts", "duplicate_of"})
+_INTERNAL = frozenset({"can_explain", "consequence_of", "onset_ts", "duplicate_of", "logged_late"})
 
 
 class Rule:

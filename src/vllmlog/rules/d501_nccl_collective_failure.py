@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any, Iterator
 
 from ..run import Run
@@ -16,6 +17,10 @@ _DIST = re.compile(r"Gloo|gloo|ray\.exceptions|RayActorError|collective operatio
 
 _DIST_EXC = re.compile(r"DistBackendError|DistNetworkError|DistStoreError|RayActorError|ActorDiedError|NCCL error|"
                        r"nccl(?:Internal|UnhandledCuda|System|Remote|InvalidUsage)Error|Gloo|collective operation timeout")
+
+
+#: A watchdog/timeout line is logged when the wait ends: the collective got stuck before it.
+_LATE = re.compile(r"[Ww]atchdog|[Tt]ime(?:d)? ?out")
 
 
 @register
@@ -86,7 +91,10 @@ class NcclCollectiveFailure(Rule):
                 remediation="Start with `NCCL_P2P_DISABLE=1` (broken GPU peer-to-peer is the usual culprit on consumer "
                             "GPUs/VMs); also try `--disable-custom-all-reduce`, `NCCL_SHM_DISABLE=1`, "
                             "`NCCL_SOCKET_IFNAME=<iface>`; diagnose with `NCCL_DEBUG=INFO` and `nvidia-smi topo -m`.",
-                data={"seq": seq, "op": f.get("op"), "timeout_s": f.get("timeout_s")},
+                data={"seq": seq, "op": f.get("op"), "timeout_s": f.get("timeout_s"),
+                      "logged_late": bool(tmo) or bool(_LATE.search(e.text)),
+                      **({"onset_ts": e.ts - timedelta(seconds=ran)} if tmo and e.ts and (ran := u.num(f.get("ran_s"))
+                                                                                        or u.num(f.get("timeout_s"))) else {})},
             )
             # the transport NCCL chose is only in NCCL_DEBUG lines (not kept in the Run): ask diagnose to look it up
             fin.probes.append(Probe(v.file, v.srv.first_line, e.line, " via P2P", 2))

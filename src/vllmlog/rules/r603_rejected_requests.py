@@ -40,8 +40,8 @@ class RejectedRequests(Rule):
 
     def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
         """The rejections the symptom counts are the ones this rule read the reason of."""
-        if symptom.kind == "rejected":
-            return None
+        if symptom.kind == "rejected" and symptom.data.get("reasons"):
+            return False  # the server logged why: the reason names the category, not an inference
         return None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:

@@ -42,10 +42,14 @@ class ModelLoadFailure(Rule):
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
             evs = [e for e in v.of("model_load_error") if not v.serving(e.line)]
+            # validation errors whose detail is about the checkpoint (unknown model type, architecture)
+            evs += [e for e in v.of("config_error") if not v.serving(e.line) and e not in evs and u.load_reason(e)]
+            evs.sort(key=lambda e: e.line)
             if not evs:
                 continue
             e = evs[0]
-            reason = e.fields.get("reason") or next((x.fields.get("reason") for x in evs if x.fields.get("reason")), None)
+            reason = e.fields.get("reason") or next((x.fields.get("reason") for x in evs if x.fields.get("reason")), None) \
+                or u.load_reason(e)
             evid = [u.ev(x) for x in evs[:3]] + u.startup_failure_lines(v, e.line_end)
             exc = e.fields.get("exc_message") or e.message
             yield self.finding(

@@ -33,7 +33,9 @@ class InvalidConfig(Rule):
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
-            evs = [e for e in v.of("config_error", "max_model_len_too_large") if not v.serving(e.line)]
+            # a validation error about the checkpoint itself (unknown model type) is the model failing to load
+            evs = [e for e in v.of("config_error", "max_model_len_too_large") if not v.serving(e.line)
+                   and u.load_reason(e) is None]
             if not evs:
                 continue
             e = evs[0]
@@ -46,6 +48,13 @@ class InvalidConfig(Rule):
                 rem = (f"Use `--max-model-len {limit}` (or drop the flag); only if the model really supports longer "
                        f"context set `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` with rope scaling.")
                 data: dict[str, Any] = {"max_model_len": want, "model_limit": limit}
+            elif e.fields.get("reason") == "dtype_unsupported" or "compute capability" in e.text:
+                text = (detail.text if detail else head.text).strip()
+                msg = f"The GPU cannot run the configured dtype: {u.msg_of(e)[:200] if not detail else text[:200]}"
+                rem = ("Start with `--dtype half` (float16): GPUs below compute capability 8.0 (V100, T4, P40, 2080) "
+                       "have no bfloat16.")
+                data = {"error": e.fields.get("error"), "reason": "dtype_unsupported"}
+                detail = detail or u.ev(e, "compute capability")
             else:
                 text = (detail.text if detail else head.text).strip()
                 msg = f"Invalid configuration: {text[:200]}"

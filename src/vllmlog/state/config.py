@@ -76,6 +76,8 @@ class ServerConfig:
     quantization: str | None = None
     dtype: str | None = None
     max_logprobs: int | None = None
+    weights_gib: float | None = None
+    """Memory the model's weights take on one GPU ('Model loading took N GiB')."""
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -135,6 +137,7 @@ def server_config(v: ServerView) -> ServerConfig:
     _set(cfg, "gpu_memory_utilization", _num(pick("gpu_memory_utilization")), LOGGED)
     _set(cfg, "kv_cache_memory_gib", _num(pick("kv_cache_memory_gib")), LOGGED)
     _set(cfg, "max_concurrency", _num(pick("max_concurrency")), LOGGED)
+    _set(cfg, "weights_gib", _num(pick("weights_gib")), LOGGED)
     for name in ("kv_cache_dtype", "quantization", "dtype"):
         x = pick(name)
         _set(cfg, name, str(x) if x not in (None, "auto", "None") else None, LOGGED)

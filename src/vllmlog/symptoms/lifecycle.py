@@ -42,6 +42,14 @@ def _errors(st: ServiceState) -> list[Event]:
     return out
 
 
+def describe(e: Event) -> str:
+    """What a record says went wrong: ``Type: message`` of its exception, else its message."""
+    xt, xm = e.fields.get("exc_type"), e.fields.get("exc_message")
+    if xm:
+        return f"{str(xt).rsplit('.', 1)[-1]}: {xm}" if xt else str(xm)
+    return u.msg_of(e)
+
+
 def _key_line(e: Event) -> Evidence:
     """The line of a record that says what happened (exception line of a traceback, else its first line)."""
     xs = u.exc_lines(e, 2)
@@ -78,7 +86,8 @@ def never_ready(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
         evid.append(u.first(last_ms))
     stage = lc.startup_stage or "start-up"
     if errs:
-        what = f"failed after '{stage}': {u.msg_of(root)[:140]}"
+        exc = next((e for e in errs if e.fields.get("exc_message")), root)
+        what = f"failed after '{stage}': {describe(exc)[:160]}"
     elif waits:
         what = f"stuck after '{stage}': {len(waits)} wait/timeout line(s), {u.msg_of(waits[0])[:100]}"
     else:
@@ -136,7 +145,7 @@ def dead(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                                     for x in st.intervals[-3:])
     yield Symptom(
         "dead", st.file, st.index, Severity.CRITICAL,
-        f"The engine died while serving: {u.msg_of(first_e)[:140]}" + (f" ({', '.join(dmg)})" if dmg else "") + ".",
+        f"The engine died while serving: {describe(first_e)[:160]}" + (f" ({', '.join(dmg)})" if dmg else "") + ".",
         onset=first_e.ts or root.ts, end=am.last_ts or root.ts, trend="recovered" if recovered else "stable",
         evidence=u.dedupe(evid, 10), process=first_e.process or root.process,
         data={"failed_requests": am.failed_requests, "http_5xx": am.http_5xx, "root_line": first_e.line},

@@ -183,6 +183,24 @@ def thrashing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                   data={"preemptions": count, "silent": len(silent), "warnings": len(pre)})
 
 
+#: Decoding one sequence reads every weight once per token, so a GPU streaming ≥ ~200 GB/s in practice (a T4
+#: reaches ~320 GB/s peak; an A100 ~2 TB/s) gives a lone request at least 200 / (GiB of weights read per token)
+#: tokens/s. The floor is that (pipeline stages read their weights one after another), capped at the handbook's
+#: target, never below 5 tokens/s; 10 tokens/s when the weights' size is not logged.
+LONE_BANDWIDTH_GBS = 200.0
+
+
+def _lone_floor(st: ServiceState, opts: dict) -> float | None:
+    """Slowest normal speed of a lone request on this server's GPU; None on the CPU backend (no such floor)."""
+    if st.config.cpu:
+        return None
+    cap = float(opts.get("min_generation_tps") or 20.0)
+    w = st.config.weights_gib
+    if not w:
+        return min(cap, 10.0)
+    return min(cap, max(5.0, LONE_BANDWIDTH_GBS / (w * max(1, st.config.pipeline_parallel_size))))
+
+
 def _silent(st: ServiceState) -> list[tuple[Interval, int]]:
     """Intervals that show V1's silent preemption, with how many sequences at least were evicted: both ends at a
     full cache, Running falls by k while Waiting rises by at least k/2, and prompt tokens are processed again
@@ -232,6 +250,20 @@ def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                       f"({len(low)} stats intervals).", onset=low[0].ts, end=low[-1].ts,
                       trend=trend_of([-x.gen_tps for x in low]), evidence=u.dedupe(_ev(low)),
                       process=low[0].sample.process, data={"baseline_tps": base, "low_tps": now, "intervals": len(low)})
+    # slow for the hardware: a lone request on a GPU decoding below what memory bandwidth allows
+    lone_floor = _lone_floor(st, opts)
+    if lone_floor is not None:
+        lone = [x for x in st.intervals if 0 < x.running <= 2 and x.gen_tps > 0 and not v.in_shutdown(x.sample.line)]
+        low = [x for x in lone if (x.gen_per_seq or 0) < lone_floor]
+        if len(low) >= 3 and len(low) >= len(lone) / 2:
+            sp = median(x.gen_per_seq or 0 for x in low)
+            yield Symptom("slow", st.file, st.index, Severity.WARNING,
+                          f"One request at a time decodes at {sp:.1f} tokens/s on a GPU ({len(low)} of {len(lone)} "
+                          f"lone-request stats intervals below {lone_floor:.0f} tokens/s"
+                          + (f" for {st.config.weights_gib:g} GiB of weights per GPU" if st.config.weights_gib else "")
+                          + ").", onset=low[0].ts, end=low[-1].ts, evidence=u.dedupe(_ev(low)),
+                          process=low[0].sample.process,
+                          data={"lone_tps": sp, "floor_tps": lone_floor, "intervals": len(low)})
     # the first token takes long: prefill runs interval after interval with no token generated
     ttft = float(opts.get("max_ttft_s") or 1.0)
     for xs in st.engines.values():

@@ -106,6 +106,9 @@ def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     n = max(len(acc), u.distinct_requests(rej) if rej else 0)
     if n == 0:
         return
+    # the reason is often the ERROR/WARNING line the API server logged just before the 4xx access line
+    reasons = _reasons_before(v, acc) if not rej else []
+    rej = rej or reasons
     share = _share(n, st)
     sev = (Severity.ERROR if share >= 0.5 and n >= 3 else
            Severity.WARNING if share >= 0.5 or (n >= 3 and share >= 0.01) or (n >= 2 and share >= 0.05) else Severity.INFO)
@@ -122,7 +125,29 @@ def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
         head += f": {u.msg_of(rej[0])[:140]}"
     yield Symptom("rejected", st.file, st.index, sev, head + ".", onset=t0, end=t1,
                   evidence=u.dedupe([u.ev(e) for e in rej[:3]] + [u.first(e) for e in acc[:3]]), category=cat,
-                  process=evs[0].process, data={"rejected": n, "share": share, "length": length, "text": text[:200]})
+                  process=evs[0].process, data={"rejected": n, "share": share, "length": length, "text": text[:200],
+                                                "reasons": len(rej)})
+
+
+def _reasons_before(v: u.ServerView, acc: list[Event]) -> list[Event]:
+    """For each 4xx access line, the ERROR/WARNING record logged just before it (≤ 4 lines, ≤ 2 s earlier):
+    the API server's own words for why it rejected the request."""
+    evs = v.events
+    pos = {id(e): i for i, e in enumerate(evs)}
+    out: list[Event] = []
+    for a in acc:
+        i = pos.get(id(a))
+        if i is None:
+            continue
+        for e in reversed(evs[max(0, i - 4):i]):
+            if e.kind == "http_access":
+                break
+            if e.level in ("ERROR", "WARNING") and a.line - e.line_end <= 4 and (
+                    e.ts is None or a.ts is None or 0 <= (a.ts - e.ts).total_seconds() <= 2):
+                if e not in out:
+                    out.append(e)
+                break
+    return out
 
 
 _TIMEOUT = re.compile(r"time(?:d)? ?out|timeout", re.I)
