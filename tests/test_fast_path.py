@@ -790,3 +790,26 @@ def test_regression_fast_decode_int_beyond_64_bits(v: str) -> None:
     _same_both_ways([PRELUDE, E + f"Decode step {v} for r1. Batch size: 8, KV cache usage: 45%", D, AFTER])
     _same_both_ways([PRELUDE, E + f"Decode step 1 for r1. Batch size: {v}, KV cache usage: 45%", D, AFTER])
     _same_both_ways([PRELUDE, D, E + f"Decode step {v} for r1. Batch size: {v}, KV cache usage: 45%", AFTER])
+
+
+@needs_c
+def test_regression_message_ending_in_colon_takes_raw_lines() -> None:
+    """An enveloped message ending in ':' goes on in the raw lines below it (raw_cont): the scanner took the
+    template line alone and the raw line became its own record (a 4-line reproducer of issue 15)."""
+    run = "DEBUG 03-25 10:00:00 [gpu_model_runner.py:4043] Running batch with cudagraph_mode: NONE, " \
+          "batch_descriptor: BatchDescriptor(num_tokens=2, x:"
+    _same_both_ways([PRELUDE, run, "raw continuation line", AFTER])
+    _same_both_ways([PRELUDE, run, "  indented raw", 'INFO:     1:2 - "GET /x HTTP/1.1" 200', AFTER])
+
+
+def test_template_starts_never_continue_a_traceback() -> None:
+    """The scanner takes a template line as a new record even when Python holds an open traceback: no template's
+    message may look like a traceback line (TB_STARTS, an exception line) or an indented one."""
+    from vllmlog.parsing.envelope import is_tb_continuation
+
+    for p in FAST_PATTERNS:
+        if p.id == "uvicorn.access":
+            continue  # a uvicorn line ("INFO:     …") never continues a record
+        lit = fast.parse_template(p.fast)[0][1]
+        assert lit and not lit[0].isspace(), p.id
+        assert not is_tb_continuation(lit.split(" ", 1)[0] + " x"), p.id

@@ -512,7 +512,12 @@ static const Entry *classify(const Table *t, const char *s, Py_ssize_t n, int ye
             if (!e->contains || find_lit(msg, end, e->contains, e->contains_len)) return NULL;
             continue;
         }
-        if (match_tmpl(e, msg, end, holes)) return e;
+        if (match_tmpl(e, msg, end, holes)) {
+            /* an enveloped message ending in ':' may go on in the raw lines below it (the parser's raw_cont 3:
+             * a chat template, a config dump): the Python state machine decides */
+            if (in->src == SRC_ENV && end[-1] == ':') return NULL;
+            return e;
+        }
         /* no match here: the regex may still match when every literal of the template is in the message */
         int all = 1;
         for (int j = 1; j < e->nparts; j++)

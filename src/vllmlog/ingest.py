@@ -66,13 +66,21 @@ def _open(path: str) -> tuple[BinaryIO, bool]:
     head = raw.peek(_SNIFF)[:_SNIFF] if hasattr(raw, "peek") else b""
     if head[:2] == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=raw, mode="rb"), True  # type: ignore[return-value]
-    if _looks_binary(head):
+    try:
+        check_head(path, head)
+    except InputError:
         raw.close() if path != "-" else None
+        raise
+    return raw, False
+
+
+def check_head(path: str, head: bytes) -> None:
+    """Raise ``InputError`` when the first bytes of a plain input look like a binary file."""
+    if _looks_binary(head):
         raise InputError(
             f"{path}: looks like a binary file, not a text log",
             hint="pass the vLLM server's text output (stdout/stderr capture), plain or .gz",
         )
-    return raw, False
 
 
 def _looks_binary(head: bytes) -> bool:

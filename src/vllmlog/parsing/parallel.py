@@ -8,6 +8,13 @@ publishes the newline count of the chunk it has just read; a chunk's first line 
 counts of the chunks before it. The parent carries the year across chunks (Dec → Jan rollover between chunk
 boundaries). Workers write their JSON lines straight to the output file descriptor,
 in chunk order (a turn counter), so no event crosses a pipe; only small counters come back.
+
+The file is opened once, by the parent: workers (forked) read their chunk from that descriptor with ``pread``,
+so a rotation or deletion mid-parse changes nothing, and the head gets the binary-file check of the one-process
+path. A chunk is parsed from a guessed start state (year, month, pending mtime hint); at its turn — the chunk
+before it is written — the worker compares the guess with the state the chunk before it ended in, and parses the
+chunk again from that state when they would differ at its first line (a Dec → Jan rollover inside a chunk, a JSON
+record's year, a file whose first timestamp comes late), so the output is what one process writes.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from ..ingest import MAX_LINE, InputStats, decode_lines, write_all
+from ..ingest import MAX_LINE, InputStats, check_head, decode_lines, write_all
 from . import fast
 from .envelope import is_tb_continuation
 from .parser import LineParser
@@ -64,12 +71,23 @@ def usable(path: str) -> bool:
         return False
 
 
+_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # (Feb 29 is valid only some years: never a boundary)
+
+
 def _safe_line(line: bytes, prev: bytes) -> int | None:
-    """Month of ``line`` if it is a safe chunk boundary, else None."""
+    """Month of ``line`` if it is a safe chunk boundary, else None: a line that starts a record with a timestamp
+    valid in any year (so nothing before it — the last timestamp a line could inherit — matters), no control
+    characters (ANSI colours, ``\r`` updates change how the line is read)."""
     if prev.endswith(b"\r"):
         return None
     m = _BOUNDARY.match(line)
     if m is None:
+        return None
+    if any(b < 0x20 or b == 0x7f for b in line):
+        return None
+    ts = m.group(0)[m.start(1) - m.start(0):]
+    mo, dd, hh, mi, ss = int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]), int(ts[12:14])
+    if not (1 <= mo <= 12 and 1 <= dd <= _DAYS[mo - 1] and hh <= 23 and mi <= 59 and ss <= 59):
         return None
     try:
         msg = line[m.end():].decode("utf-8").rstrip("\r")
@@ -80,32 +98,41 @@ def _safe_line(line: bytes, prev: bytes) -> int | None:
     return int(m.group(1))
 
 
-def plan(path: str, chunk: int = CHUNK_BYTES) -> list[tuple[int, int, int]]:
-    """``[(start_offset, end_offset, month_at_start)]`` covering the file; month 0 = unknown (first chunk)."""
-    size = os.path.getsize(path)
+def plan(path: str | int, chunk: int = CHUNK_BYTES) -> list[tuple[int, int, int]]:
+    """``[(start_offset, end_offset, month_at_start)]`` covering the file (a path or an open descriptor);
+    month 0 = unknown (first chunk)."""
+    if isinstance(path, int):
+        return _plan(path, chunk)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return _plan(fd, chunk)
+    finally:
+        os.close(fd)
+
+
+def _plan(fd: int, chunk: int) -> list[tuple[int, int, int]]:
+    size = os.fstat(fd).st_size
     cuts: list[tuple[int, int]] = [(0, 0)]
-    with open(path, "rb") as f:
-        target = chunk
-        while target < size:
-            f.seek(target)
-            buf = f.read(_SCAN)
-            nl = buf.find(b"\n")
-            found = None
-            while nl >= 0 and nl + 1 < len(buf):
-                end = buf.find(b"\n", nl + 1)
-                if end < 0:
-                    break
-                prev_start = buf.rfind(b"\n", 0, nl) + 1
-                month = _safe_line(buf[nl + 1:end], buf[prev_start:nl])
-                if month is not None and prev_start > 0:
-                    found = (target + nl + 1, month)
-                    break
-                nl = end
-            if found is None:
-                target += _SCAN
-                continue
-            cuts.append(found)
-            target = found[0] + chunk
+    target = chunk
+    while target < size:
+        buf = os.pread(fd, _SCAN, target)
+        nl = buf.find(b"\n")
+        found = None
+        while nl >= 0 and nl + 1 < len(buf):
+            end = buf.find(b"\n", nl + 1)
+            if end < 0:
+                break
+            prev_start = buf.rfind(b"\n", 0, nl) + 1
+            month = _safe_line(buf[nl + 1:end], buf[prev_start:nl])
+            if month is not None and prev_start > 0:
+                found = (target + nl + 1, month)
+                break
+            nl = end
+        if found is None:
+            target += _SCAN
+            continue
+        cuts.append(found)
+        target = found[0] + chunk
     out = []
     for i, (start, month) in enumerate(cuts):
         end = cuts[i + 1][0] if i + 1 < len(cuts) else size
@@ -135,8 +162,9 @@ def _tasks(spans: list[tuple[int, int, int]], path: str, year: int | None, y0: i
 _W: dict[str, Any] = {}
 
 
-def _init(turn: Any, cond: Any, fd: int | None, counts: Any) -> None:
+def _init(turn: Any, cond: Any, fd: int | None, counts: Any, src: int, finals: Any) -> None:
     _W["turn"], _W["cond"], _W["fd"], _W["counts"] = turn, cond, fd, counts
+    _W["src"], _W["finals"] = src, finals
     tune_malloc()
 
 
@@ -178,21 +206,70 @@ def tune_malloc() -> None:
 
 def _work(task: tuple[int, str, int, int, int, int, int, int, bool, int]) -> ChunkResult:
     idx, path, start, end, first, year, month, hint, keep_text, mode = task
-    res = ChunkResult(idx)
-    with open(path, "rb") as f:
-        f.seek(start)
-        data = f.read(end - start)
-    res.bytes = len(data)
+    data = _pread(_W["src"], start, end - start)
     first = _first_line(idx, fast.count_nl(data))
     task = (idx, path, start, end, first, year, month, hint, keep_text, mode)
+    res, p, pieces = _parse_chunk(task, data)
+    with _W["cond"]:
+        while _W["turn"].value != idx:  # the chunk before is written and has published its end state
+            _W["cond"].wait(1.0)
+    try:
+        if idx > 0:
+            pred = tuple(_W["finals"][3 * (idx - 1):3 * idx])
+            if _at_boundary(pred, month) != _at_boundary((year, month, hint), month):
+                # the guessed start state would read the first line differently: parse again from the real one
+                res, p, pieces = _parse_chunk((idx, path, start, end, first, *pred, keep_text, mode), data, exact=True)
+        del data
+        _finish_chunk(res, p, mode, pieces)
+    finally:
+        with _W["cond"]:
+            _W["finals"][3 * idx:3 * idx + 3] = [p.year, p._last_month, p._end_hint]
+            _W["turn"].value = idx + 1
+            _W["cond"].notify_all()
+    return res
+
+
+def _at_boundary(state: tuple[int, ...], month: int) -> tuple[int, int, int]:
+    """The parser state after the first timestamp of a chunk (month ``month``) from the start state
+    ``(year, last_month, end_hint)`` — what ``LineParser._ts`` does before parsing the date."""
+    year, last, hint = state
+    if hint:
+        if month > hint:
+            year -= 1
+        hint = 0
+    if month < last and last == 12 and month == 1:
+        year += 1
+    return year, month, hint
+
+
+def _pread(fd: int, offset: int, n: int) -> bytes:
+    """``n`` bytes at ``offset`` (fewer at the end of a file that shrank meanwhile)."""
+    parts = []
+    while n > 0:
+        b = os.pread(fd, min(n, 1 << 30), offset)
+        if not b:
+            break
+        parts.append(b)
+        offset += len(b)
+        n -= len(b)
+    return b"".join(parts) if len(parts) != 1 else parts[0]
+
+
+def _parse_chunk(task: tuple[int, str, int, int, int, int, int, int, bool, int], data: bytes, exact: bool = False,
+                 ) -> tuple[ChunkResult, LineParser, list[bytes]]:
+    """Parse one chunk's bytes from the task's start state (``exact``: the state is the previous chunk's end
+    state, month included, not a guess from the boundary line)."""
+    idx, path, start, end, first, year, month, hint, keep_text, mode = task
+    res = ChunkResult(idx)
+    res.bytes = len(data)
     if data.endswith(b"\n"):
         data = data[:-1]
-    if fast.AVAILABLE and (data or end > start):
-        return _work_raw(res, task, data)
-    lines = _decode(res, data) if data or end > start else []
-    del data
     p = _chunk_parser(path, year, month, hint, keep_text)
     pieces: list[bytes] = []
+    if fast.AVAILABLE and (data or end > start):
+        _work_raw(res, p, first, mode, data, pieces)
+        return res, p, pieces
+    lines = _decode(res, data) if data or end > start else []
     for k in range(0, len(lines), _SLICE):  # slices: buffers malloc can reuse (a whole chunk's would be mmapped anew)
         if mode == 1:
             pieces.append(p.feed_lines_jsonb(first + k, lines[k:k + _SLICE]))
@@ -202,15 +279,11 @@ def _work(task: tuple[int, str, int, int, int, int, int, int, bool, int]) -> Chu
         pieces.append(p.close_jsonl().encode())
     else:
         p.close()
-    del lines
-    return _finish_chunk(res, p, idx, mode, pieces)
+    return res, p, pieces
 
 
-def _work_raw(res: ChunkResult, task: tuple[int, str, int, int, int, int, int, int, bool, int], data: bytes) -> ChunkResult:
-    """``_work`` feeding the compiled scanner undecoded pieces of the chunk (cut at newlines)."""
-    idx, path, start, end, first, year, month, hint, keep_text, mode = task
-    p = _chunk_parser(path, year, month, hint, keep_text)
-    pieces: list[bytes] = []
+def _work_raw(res: ChunkResult, p: LineParser, first: int, mode: int, data: bytes, pieces: list[bytes]) -> None:
+    """Feed the compiled scanner undecoded pieces of the chunk (cut at newlines)."""
     pos, n, lineno = 0, len(data), first
     while pos <= n:
         cut = data.find(b"\n", min(pos + _RAW_PIECE, n)) if pos + _RAW_PIECE < n else -1
@@ -234,7 +307,6 @@ def _work_raw(res: ChunkResult, task: tuple[int, str, int, int, int, int, int, i
         pieces.append(p.close_jsonl().encode())
     else:
         p.close()
-    return _finish_chunk(res, p, idx, mode, pieces)
 
 
 def _decode(res: ChunkResult, data: bytes) -> list[str]:
@@ -254,42 +326,33 @@ def _chunk_parser(path: str, year: int, month: int, hint: int, keep_text: bool) 
     if hint:
         p.end_hint(hint)
     if month:
-        p._last_month = month  # the chunk starts mid-file: no mtime hint, rollover relative to its first month
+        p._last_month = month  # the chunk starts mid-file: rollover relative to the month before it
     return p
 
 
-def _finish_chunk(res: ChunkResult, p: LineParser, idx: int, mode: int, pieces: list[bytes]) -> ChunkResult:
+def _finish_chunk(res: ChunkResult, p: LineParser, mode: int, pieces: list[bytes]) -> None:
+    """Counters into the result; the JSON lines to the output (the caller holds the chunk's turn)."""
     res.lines = p.lines
     res.covered = p.covered
     res.kinds = p.kinds
     res.unknown_templates = p.unknown_templates
     res.template_lines = {k: v for k in p.unknown_templates if (v := p.template_example_line(k)) is not None}
     if mode == 1:
-        turn, cond, fd = _W["turn"], _W["cond"], _W["fd"]
-        with cond:
-            while turn.value != idx:
-                cond.wait(1.0)
-        try:
-            for k in range(0, len(pieces), 512):
-                write_all(fd, pieces[k:k + 512])
-        finally:
-            with cond:
-                turn.value = idx + 1
-                cond.notify_all()
-    return res
+        for k in range(0, len(pieces), 512):
+            write_all(_W["fd"], pieces[k:k + 512])
 
 
 # ------------------------------------------------------------------ parent side
-def _first_year(path: str, year: int | None) -> tuple[int, int]:
-    """(year, month) the sequential parser reaches at the file's first timestamp."""
+def _first_year(path: str, year: int | None, fd: int) -> tuple[int, int]:
+    """(year, month) the sequential parser reaches at the file's first timestamp (a guess for the chunks' start
+    years: checked, and corrected, when each chunk's turn comes)."""
     from ..reader import mtime_of
 
     mt = mtime_of(path)
     p = LineParser(path, year if year is not None else mt.year, keep_text=False)
     if year is None:
         p.end_hint(mt.month)
-    with open(path, "rb") as f:
-        head = f.read(1 << 20).decode("utf-8", "replace").split("\n")[:-1]
+    head = os.pread(fd, 1 << 20, 0).decode("utf-8", "replace").split("\n")[:-1]
     for i, line in enumerate(head, 1):  # only up to the first timestamp: later rollovers are tracked per chunk
         p.feed_count([(i, line)])
         if p._last_month:
@@ -307,23 +370,46 @@ def run(
     progress: Callable[[int], None] | None = None,
     chunk: int = CHUNK_BYTES,
 ) -> Iterator[ChunkResult]:
-    """Parse ``path`` with ``jobs`` processes; JSON lines go to ``fd`` (None: count only). Yields chunk results in order."""
-    spans = plan(path, chunk)
-    y0, m0 = _first_year(path, year)
+    """Parse ``path`` with ``jobs`` processes; JSON lines go to ``fd`` (None: count only). Yields chunk results in order.
+
+    Raises ``InputError`` (before any output) when the file cannot be opened or looks binary."""
     from ..reader import mtime_of
 
-    mt = mtime_of(path)
-    mode = 1 if fd is not None else 2
-    tasks = _tasks(spans, path, year, y0, m0, mt.year, mt.month, keep_text, mode)
-    ctx = mp.get_context("fork")
-    turn = ctx.Value("i", 0)
-    cond = ctx.Condition()
-    counts = ctx.Array("q", [-1] * len(spans), lock=False)
-    with ctx.Pool(jobs, initializer=_init, initargs=(turn, cond, fd, counts)) as pool:
-        for res in pool.imap(_work, tasks, chunksize=1):
-            if progress is not None:
-                progress(res.bytes)
-            yield res
+    src = _open_checked(path)
+    try:
+        spans = plan(src, chunk)
+        y0, m0 = _first_year(path, year, src)
+        mt = mtime_of(path)
+        mode = 1 if fd is not None else 2
+        tasks = _tasks(spans, path, year, y0, m0, mt.year, mt.month, keep_text, mode)
+        ctx = mp.get_context("fork")
+        turn = ctx.Value("i", 0)
+        cond = ctx.Condition()
+        counts = ctx.Array("q", [-1] * len(spans), lock=False)
+        finals = ctx.Array("q", [0] * (3 * len(spans)), lock=False)
+        with ctx.Pool(jobs, initializer=_init, initargs=(turn, cond, fd, counts, src, finals)) as pool:
+            for res in pool.imap(_work, tasks, chunksize=1):
+                if progress is not None:
+                    progress(res.bytes)
+                yield res
+    finally:
+        os.close(src)
+
+
+def _open_checked(path: str) -> int:
+    """The file opened once for the whole parse, after the same head check as the one-process path."""
+    from ..errors import InputError
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    try:
+        check_head(path, os.pread(fd, 8192, 0))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def merge(results: list[ChunkResult] | Iterator[ChunkResult], ist: InputStats) -> tuple[Counter[str], Counter[str], dict[str, int], int]:

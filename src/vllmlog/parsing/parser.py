@@ -468,6 +468,9 @@ class LineParser:
                             r.ts_inherited = False
                         r.level = _CPP_LEVEL.get(mc.group(1))
                         r.raw_cont = 4  # a c10 error may be followed by its C++ stack
+                    elif (mc := CPP_NO_TS.match(s)) is not None:  # older c10 logging: "[E file.cpp:N] …", no time
+                        r.level = _CPP_LEVEL.get(mc.group(1))
+                        r.raw_cont = 4
                 elif s.startswith("Exception in callback "):
                     r.raw_cont = 5
                     r.cont = True
@@ -717,6 +720,7 @@ class LineParser:
 
 # c10/glog: [W914 04:53:45.615225908 file.cpp:N] — the month is not zero-padded
 CPP_TS = re.compile(r"^(?:\[rank\d+\]:)?\[([EWIF])(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+) ")
+CPP_NO_TS = re.compile(r"^(?:\[rank\d+\]:)?\[([EWIF]) [\w.]+\.(?:cpp|cc|cu|h|hpp):\d+\] ")
 _CPP_LEVEL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL"}
 PYWARN = re.compile(r"\.py:\d+: \w*Warning: ")
 

@@ -30,6 +30,22 @@ for _p in [
         source="torch",
     ),
     LinePattern(
+        id="nccl.watchdog_timeout_c10",
+        kind="nccl_timeout",
+        prefix=None,
+        contains="Watchdog caught collective operation timeout",
+        # the same watchdog line without torch.distributed's "[rankN]:" stream prefix: older c10 logging
+        # ("[E ProcessGroupNCCL.cpp:475]", no time) or glog with time; the rank is the message's "[Rank N]"
+        # (Ray workers print it this way, behind their "(RayWorkerVllm pid=N)" tag in colour)
+        regex=r"^\[[EWIF](?:\d{3,4} \d\d:\d\d:\d\d\.\d+)? [\w.]+:\d+\] (?:\[(?:PG \d+ )?Rank (?P<rank>\d+)\] )?(?:\[[^\]]*\] )*"
+              r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?"
+              r"Timeout\(ms\)=(?P<timeout_ms>\d+)\) ran for (?P<ran_ms>\d+) milliseconds",
+        post=_ms_to_s,
+        examples=["[E ProcessGroupNCCL.cpp:475] [Rank 4] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=23, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800436 milliseconds before timing out."],
+        doc="NCCL watchdog timeout printed without a `[rankN]:` prefix (c10 logging, Ray workers).",
+        source="torch",
+    ),
+    LinePattern(
         id="nccl.process_group",
         kind="nccl_error",
         prefix=None,
@@ -37,6 +53,16 @@ for _p in [
         regex=r"^\[rank(?P<rank>\d+)\]:\[(?P<severity>[EWI])[^\]]*ProcessGroupNCCL\.cpp:\d+\] (?P<error>.*)$",
         examples=["[rank0]:[E1110 17:30:06.118402411 ProcessGroupNCCL.cpp:621] [Rank 0] Some NCCL operations have failed or timed out."],
         doc="PyTorch ProcessGroupNCCL message (errors and shutdown warnings).",
+        source="torch",
+    ),
+    LinePattern(
+        id="nccl.process_group_c10",
+        kind="nccl_error",
+        prefix=None,
+        contains="ProcessGroupNCCL",
+        regex=r"^\[(?P<severity>[EWI])(?:\d{3,4} \d\d:\d\d:\d\d\.\d+)? ProcessGroupNCCL\.cpp:\d+\] (?:\[(?:PG \d+ )?Rank (?P<rank>\d+)\] )?(?P<error>.*)$",
+        examples=["[E ProcessGroupNCCL.cpp:489] [Rank 4] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data."],
+        doc="PyTorch ProcessGroupNCCL message without a `[rankN]:` prefix (c10 logging, Ray workers).",
         source="torch",
     ),
     LinePattern(
