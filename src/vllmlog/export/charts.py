@@ -294,7 +294,7 @@ def chart_queue(a: Analysis, mp: int) -> dict[str, Any] | None:
     if not series:
         return None
     return _time_chart("chart-queue", "Requests running / waiting / swapped", series,
-                       {"y": {"label": "requests", "min": 0}}, note)
+                       {"y": {"label": "requests", "min": 0, "integer": True}}, note)
 
 
 def chart_throughput(a: Analysis, mp: int) -> dict[str, Any] | None:

@@ -37,7 +37,7 @@ from ..parsing.templates import template as mask_template
 from ..redact import DEFAULT as DEFAULT_REDACTOR
 from ..redact import Redactor
 from ..textview import (basis_text, fmt_duration, latency_cell, plural, preemptions_text, rate_text, ratio_text,
-                        resolution_text, unmeasured_lines, waiting_text)
+                        resolution_text, span_text, unmeasured_lines, waiting_text)
 from .charts import MAX_POINTS, OK_STATUSES, _nice_step, build_charts, incident_windows, time_range
 
 MAX_REQUEST_ROWS = 2000
@@ -86,6 +86,12 @@ def prose(text: str) -> str:
 def _fmt_s(v: Any) -> str:
     """12.34 s, 340 ms."""
     return fmt_seconds(v, sep=" ")
+
+
+def _jdur(j: Any, metric: str, v: float | None) -> str:
+    """A journey's duration at the resolution it was measured at: ``< 1 s``, never ``0.0 ms``."""
+    res = j.ts_resolution_s if basis_of(j.sources.get(metric, "derived")) == "estimated" else None
+    return fmt_duration(v, res, sep=" ")
 
 
 def _fmt_n(v: Any, pct: bool = False) -> str:
@@ -342,10 +348,9 @@ def _requests(a: Analysis, rd: Redactor, max_rows: int) -> str:
         def num(v: Any, fmt: Any = _fmt_s) -> str:
             return f"<td data-v='{'' if v is None else v}'>{esc(fmt(v)) if v is not None else '–'}</td>"
 
-        def dur(m: str) -> str:  # at the resolution it was measured at: "< 1 s", never "0.0 ms"
+        def dur(m: str) -> str:
             v = getattr(j, m)
-            res = j.ts_resolution_s if basis_of(j.sources.get(m, "derived")) == "estimated" else None
-            return f"<td data-v='{'' if v is None else v}'>{esc(fmt_duration(v, res, sep=' '))}</td>"
+            return f"<td data-v='{'' if v is None else v}'>{esc(_jdur(j, m, v))}</td>"
 
         st = j.status + (f" ({j.reason})" if j.reason else "")
         rows.append(
@@ -367,6 +372,9 @@ def _requests(a: Analysis, rd: Redactor, max_rows: int) -> str:
 
 _GANTT = (("queue", "queue (waiting to be scheduled)", "#ff7f0e"), ("prefill", "prefill (to first token)", "#9467bd"),
           ("decode", "decode", "#2ca02c"), ("total", "end-to-end (no breakdown in the log)", "#9aa0a6"))
+
+
+_METRIC = {"queue": "queue_s", "prefill": "prefill_s", "decode": "decode_s", "total": "e2e_s"}
 
 
 def _gantt(a: Analysis, rd: Redactor, rows: int = WATERFALL_ROWS) -> str:
@@ -406,27 +414,28 @@ def _gantt(a: Analysis, rd: Redactor, rows: int = WATERFALL_ROWS) -> str:
         return f"{100 * v / scale:.3f}%"
 
     colors = {k: c for k, _, c in _GANTT}
-    used = {k for _, _, _, parts in spans for k, v in parts if v > 0}
+    used = {k for _, _, _, parts in spans for k, v in parts if v > 0 or k == "total"}
     legend = "".join(f"<span class='lg'><span class='sw' style='background:{c}'></span>{esc(lbl)}</span>"
                      for k, lbl, c in _GANTT if k in used)
     legend += "<span class='lg'><span class='sw sw-bad'></span>request not successful (status after the id)</span>"
-    axis = "".join(f"<span class='tick' style='left:{pct(t)}'>{esc(_fmt_s(t) if t else '0 s')}</span>" for t in ticks)
+    axis = "".join(f"<span class='tick' style='left:{pct(t)}'>{esc(span_text(t) if t else '0 s')}</span>" for t in ticks)
     body = []
     for j, start, tot, parts in spans:
         off = start
         segs = []
         for kind, v in parts:
-            if v <= 0:
+            if v <= 0 and kind != "total":  # a zero end-to-end (below the resolution) still gets its tick
                 continue
             segs.append(f"<span class='seg' style='left:{pct(off)};width:{pct(v)};background:{colors[kind]}' "
-                        f"title='{esc(kind)} {esc(_fmt_s(v))}'></span>")
+                        f"title='{esc(kind)} {esc(_jdur(j, _METRIC[kind], v))}'></span>")
             off += v
         ok = j.status in _OK
         rid = esc(rd(j.request_id))
         status = "" if ok else f" <span class='gstatus'>{esc(rd(j.status))}</span>"
         body.append(f"<div class='grow{'' if ok else ' bad'}'><div class='glabel' title='{rid}'>{rid}{status}</div>"
-                    f"<div class='gtrack' title='{rid}: {esc(_fmt_s(tot))} in all'>{''.join(segs)}"
-                    f"<span class='gtot' style='left:calc({pct(max(start + tot, off))} + 4px)'>{esc(_fmt_s(tot))}</span></div></div>")
+                    f"<div class='gtrack' title='{rid}: {esc(_jdur(j, 'e2e_s', tot))} in all'>{''.join(segs)}"
+                    f"<span class='gtot' style='left:calc({pct(max(start + tot, off))} + 4px)'>{esc(_jdur(j, 'e2e_s', tot))}"
+                    "</span></div></div>")
     return (f"<div class='chart gantt' id='chart-waterfall'><div class='chart-title'>Slowest {len(spans)} requests: "
             f"queue / prefill / decode (seconds after {esc(t0.isoformat(sep=' '))})</div>"
             f"<div class='glegend'>{legend}</div>"

@@ -14,6 +14,7 @@
   var SHADE = { info: "rgba(31,95,168,0.04)", warning: "rgba(178,106,0,0.06)", error: "rgba(198,40,40,0.06)",
                 critical: "rgba(122,9,22,0.08)" };
   var FONT = "12px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
+  var INT_INCRS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000, 1e5, 2e5, 5e5, 1e6];
   var AXIS_W = 64;           // every time chart: same y-axis width, so the x positions line up
   var full = data.time ? [data.time.min, data.time.max] : null;
   var windows = data.windows || [];
@@ -187,6 +188,7 @@
         values: function (u, splits) { return splits.map(function (v) { return isPct ? v + " %" : fmtNum(v); }); } }
     ];
     if (isPct) { axes[1].splits = function () { return [0, 20, 40, 60, 80, 100]; }; }
+    if (scaleCfg.integer) { axes[1].incrs = INT_INCRS; }
     var opts = {
       width: widthOf(div), height: spec.height, series: series, scales: scales, axes: axes, tzDate: utc,
       padding: [windows.length ? 20 + nLanes * 5 : 8, 12, 0, 0],
@@ -228,7 +230,7 @@
         { font: FONT, stroke: "#555", grid: { stroke: "#eceef2" },
           values: function (u, splits) { return splits.map(fmtTick); } },
         { font: FONT, stroke: "#555", size: 48, grid: { stroke: "#eceef2" },
-          incrs: [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000, 1e5, 2e5, 5e5, 1e6],
+          incrs: INT_INCRS,
           values: function (u, splits) { return splits.map(fmtNum); } }
       ],
       legend: { live: true },
