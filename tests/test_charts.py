@@ -133,3 +133,16 @@ def test_collapse_repeats_folds_look_alikes_within_a_window() -> None:
     assert es[0].get("repeats") is None  # the input is not modified
     exact = [_e("10:00:00", "metric", "queue drained", "info"), _e("10:00:20", "metric", "queue drained", "info")]
     assert [e["repeats"] for e in collapse_repeats(exact)] == [2]
+
+
+def test_incident_windows_come_from_incidents_when_the_analysis_has_them() -> None:
+    a = analyze([example_path("kv-pressure")])
+    a.incidents = [{"onset": "2026-11-30T03:11:20", "end": "2026-11-30T03:11:40", "headline": "requests preempted",
+                    "severity": "error", "cause": {"code": "K202"}},
+                   {"onset": "2026-11-30T03:11:50", "end": None, "headline": "queue", "severity": "warning", "cause": None},
+                   {"onset": None, "end": None, "headline": "no time", "severity": "info", "cause": None}]
+    w = incident_windows(a)
+    assert [(x["label"], x["severity"]) for x in w] == [("K202 requests preempted", "error"), ("queue", "warning")]
+    assert w[0]["end"] - w[0]["start"] == 20.0 and w[1]["start"] == w[1]["end"] == w[1]["onset"]
+    a.incidents = []  # a healthy run: incidents are the truth, nothing is shaded
+    assert incident_windows(a) == []

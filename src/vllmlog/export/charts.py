@@ -50,17 +50,26 @@ def wall(ts: datetime) -> float:
 def incident_windows(a: Analysis) -> list[dict[str, Any]]:
     """The windows every time chart shades, each ``{start, end, onset, label, severity}`` (wall epoch s).
 
-    Today: one per finding with a first-seen time (end = last seen, or the onset when it has none).
-    When the analysis carries incidents (onset, end, headline, severity), they replace the findings here."""
+    One per incident (onset → end, its headline) when the analysis carries incidents; otherwise one
+    per finding with a first-seen time (end = last seen, or the onset when it has none)."""
     out = []
-    for f in a.findings or []:
-        v = finding_view(f)
-        t0 = as_datetime(v["first_seen"])
-        if t0 is None:
-            continue
-        t1 = as_datetime(v["last_seen"]) or t0
-        label = f"{v['code']} {v['title']}".strip()
-        out.append(_window(t0, max(t0, t1), t0, label, v["severity"]))
+    incidents = getattr(a, "incidents", None)  # Analysis.incidents: the lead's incident model (vllmlog.incidents)
+    if incidents is not None:
+        for i in incidents:
+            t0 = as_datetime(i.get("onset"))
+            if t0 is None:
+                continue
+            t1 = as_datetime(i.get("end")) or t0
+            code = (i.get("cause") or {}).get("code") or ""
+            out.append(_window(t0, max(t0, t1), t0, f"{code} {i.get('headline') or ''}".strip(), i.get("severity")))
+    else:
+        for f in a.findings or []:
+            v = finding_view(f)
+            t0 = as_datetime(v["first_seen"])
+            if t0 is None:
+                continue
+            t1 = as_datetime(v["last_seen"]) or t0
+            out.append(_window(t0, max(t0, t1), t0, f"{v['code']} {v['title']}".strip(), v["severity"]))
     out.sort(key=lambda w: (w["start"], -_SEV_RANK.get(w["severity"], 0)))
     return out
 
