@@ -130,8 +130,7 @@ def test_summary_percentiles_are_numpy_over_traced_values(log: Path, traces: Pat
     for metric, attr in (("ttft_s", "ttft_s"), ("e2e_s", "e2e_s"), ("queue_s", "queue_s"), ("prefill_s", "prefill_s")):
         vals = np.array([getattr(s, attr) for s in spans])
         lat = doc["latency"][metric]
-        if "basis" not in lat and lat["sources"].get("estimated"):
-            continue  # a summary from before the successful-requests-only rule (vllmlog.numbers) mixes them
+        assert lat["basis"] == "measured" and lat["excluded"]["estimated"] == 0
         assert lat["count"] == len(vals) and lat["sources"] == {"traced": len(vals)}
         for p in (50, 90, 95, 99):
             assert lat[f"p{p}"] == float(np.percentile(vals, p)), (metric, p)

@@ -30,6 +30,12 @@ def watch_cmd(
     poll_interval: float = typer.Option(0.1, "--poll-interval", help="Seconds between file polls."),
     max_inflight: OptInt = typer.Option(None, "--max-inflight", help="Cap on tracked in-flight requests (default 10000)."),
     year: OptInt = YearOpt,
+    otlp_listen: OptStr = typer.Option(None, "--otlp-listen", help="Also receive OpenTelemetry traces on HOST:PORT "
+                                       "(OTLP/HTTP POST /v1/traces, protobuf or JSON; e.g. 127.0.0.1:4318): point "
+                                       "vllm serve --otlp-traces-endpoint http://HOST:PORT/v1/traces here for exact "
+                                       "per-request timings."),
+    otlp_max_bytes: int = typer.Option(16 << 20, "--otlp-max-bytes", help="Largest OTLP request body accepted "
+                                       "(larger, or inflating past it: 400)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log rotations, notifier retries and rule errors on stderr."),
 ) -> None:
     """Follow a vLLM log (or stdin), export vllmlog_* metrics for Prometheus, and alert when a diagnosis rule fires."""
@@ -65,16 +71,25 @@ def watch_cmd(
         notifiers.append(WebhookNotifier(webhook, token_env=webhook_token_env, hmac_env=webhook_hmac_env))
     engine = AlertEngine(cfg)
     evaluate = default_evaluator(cfg.rules_config(), known_codes=lambda: set(engine.alerts))
+    receiver = None
+    otlp_where = ""
+    if otlp_listen:
+        from ..traces.receiver import OtlpReceiver
+
+        receiver = OtlpReceiver(max_body=otlp_max_bytes)
+        h, p = receiver.serve(otlp_listen)
+        otlp_where = f"; traces: http://{h}:{p}/v1/traces"
     watcher = Watcher(source, state, engine=engine, notifiers=notifiers, evaluate=evaluate, instance=inst,
-                      poll_interval=poll_interval)
+                      poll_interval=poll_interval, spans=receiver)
     where = "off"
     if listen.lower() not in ("off", "none", ""):
         collector = LiveCollector(state, instance=inst, health=watcher.health, alerts=engine,
-                                  notifier_stats=watcher.notifier_stats)
+                                  notifier_stats=watcher.notifier_stats,
+                                  otlp=receiver.counters if receiver is not None else None)
         server, _ = serve(make_registry(collector), listen)
         host, port = server.server_address[:2]  # type: ignore[attr-defined]
         where = f"http://{host}:{port}/metrics"
-    stderr.print(f"watching {log}; metrics: {where}; rules: {'on' if evaluate else 'not installed (no alerts)'}")
+    stderr.print(f"watching {log}; metrics: {where}{otlp_where}; rules: {'on' if evaluate else 'not installed (no alerts)'}")
 
     stop = threading.Event()
 
@@ -87,3 +102,5 @@ def watch_cmd(
         watcher.run(stop, exit_at_eof=exit_at_eof)
     finally:
         watcher.close_notifiers(timeout=5.0)
+        if receiver is not None:
+            receiver.close()

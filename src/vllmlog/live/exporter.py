@@ -84,7 +84,10 @@ class LiveCollector(Collector):
         health: Health | None = None,
         alerts: AlertEngine | None = None,
         notifier_stats: Callable[[], dict[tuple[str, str], int]] | None = None,
+        otlp: Callable[[], dict[str, dict[str, int]]] | None = None,
     ) -> None:
+        self.otlp = otlp
+        """Counters of the OTLP trace receiver (``--otlp-listen``), when it runs."""
         self.state = state
         self.instance = instance
         self.health = health or Health()
@@ -114,6 +117,7 @@ class LiveCollector(Collector):
             last_log = s.last_log_ts
             events = s.events
             pending = s.pending_lines
+            traced = s.traced_journeys
             servers = len(s.pipe.servers)
 
         yield _family(CounterMetricFamily, "vllmlog_log_lines",
@@ -208,6 +212,20 @@ class LiveCollector(Collector):
         yield _one(GaugeMetricFamily, "vllmlog_watch_diagnose_duration_seconds",
                    "Duration of the last diagnosis pass.", inst, h.diagnose_seconds)
         yield _one(GaugeMetricFamily, "vllmlog_watch_start_time_seconds", "When the watcher started.", inst, h.started)
+        if self.otlp is not None:
+            o = self.otlp()
+            yield _family(CounterMetricFamily, "vllmlog_otlp_export_requests", "OTLP trace export requests received, "
+                          "by result (ok, partial: some spans dropped, rejected).", ["instance", "result"],
+                          (([inst, k], o["requests"].get(k, 0)) for k in ("ok", "partial", "rejected")))
+            yield _family(CounterMetricFamily, "vllmlog_otlp_rejected", "OTLP payloads refused with a 400, by reason.",
+                          ["instance", "reason"],
+                          (([inst, k], o["rejected"].get(k, 0))
+                           for k in ("malformed", "too_large", "content_type", "no_length")))
+            yield _family(CounterMetricFamily, "vllmlog_otlp_spans", "Trace spans received, by type "
+                          "(llm_request, other) and dropped (queue full).", ["instance", "type"],
+                          (([inst, k], o["spans"].get(k, 0)) for k in ("llm_request", "other", "dropped")))
+            yield _one(CounterMetricFamily, "vllmlog_traced_requests",
+                       "Finished requests whose numbers came from an llm_request span.", inst, traced)
         if self.notifier_stats is not None:
             yield _family(CounterMetricFamily, "vllmlog_notifications", "Alert notifications by notifier and result.",
                           ["instance", "notifier", "result"],

@@ -168,6 +168,30 @@ class LiveState:
         """Lines fed to the parser whose record is not complete yet."""
         self._v0_cum_preempt: dict[str, int] = {}
         self._server_count = 0
+        self.span_grace_s = 10.0
+        """How long a trace span with no journey (yet) waits for its log line before it stands alone."""
+        self.max_trace_spans = 2_000
+        """Non-request spans kept (the start-up waterfall)."""
+        self.traced_journeys = 0
+
+    # ------------------------------------------------------------------ trace spans (OTLP receiver)
+    def feed_spans(self, spans: Sequence[Any], now: float | None = None) -> None:
+        """Fold received trace spans in: an ``llm_request`` span ends its journey with the exact numbers
+        (vLLM V1 logs no finish line for completions: without a span that journey would never end)."""
+        if not spans:
+            return
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            self.pipe.add_spans(spans, now)
+            ts = self.pipe.trace_spans
+            if len(ts) > 2 * self.max_trace_spans:
+                del ts[: -self.max_trace_spans]
+            self._drain_journeys()
+
+    def _span_leftovers(self, now: float) -> None:
+        j = self.pipe.joiner
+        if j is not None and j.pending:
+            j.emit_leftovers(self.pipe.journeys, now, self.span_grace_s)
 
     # ------------------------------------------------------------------ feeding
     def feed(self, segments: Iterable[Segment]) -> list[Event]:
@@ -285,11 +309,14 @@ class LiveState:
         thousands more requests end, so here the linger is bounded in time as well.
         """
         jb = self.pipe.journeys
+        now = time.monotonic() if now is None else now
+        if self.pipe.joiner is not None and self.pipe.joiner.pending:
+            with self.lock:
+                self._span_leftovers(now)  # spans whose log line never came stand alone after the grace
         closing = getattr(jb, "closing", None)
         emit = getattr(jb, "_emit", None)
         if not closing or emit is None:
             return 0
-        now = time.monotonic() if now is None else now
         seen = self._closing_seen
         with self.lock:
             for key in reversed(closing):  # newly ended journeys are at the end
@@ -313,6 +340,8 @@ class LiveState:
 
     def _observe(self, j: Journey) -> None:
         self.recent.append(j)
+        if j.seen_in != "log":
+            self.traced_journeys += 1
         model = self.model_of_server(getattr(j, "server", 0))
         status = j.status or "unknown"
         self.requests[(model, status)] += 1

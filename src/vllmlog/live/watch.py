@@ -77,8 +77,11 @@ class Watcher:
         health: Health | None = None,
         poll_interval: float = 0.1,
         flush_after_s: float = 0.3,
+        spans: Any = None,
     ) -> None:
         self.source = source
+        self.spans = spans
+        """A ``traces.receiver.OtlpReceiver`` (``--otlp-listen``) whose spans each turn folds in."""
         self.state = state
         self.engine = engine or AlertEngine(AlertConfig())
         self.config = self.engine.config
@@ -129,6 +132,10 @@ class Watcher:
         elif self._dirty and wall - self._last_line_wall >= self.flush_after_s:
             self._note(self.state.flush())
             self._dirty = False
+        if self.spans is not None:
+            got = self.spans.drain()
+            if got:
+                self.state.feed_spans(got)
         self.state.release_ended()
         self._update_health(src)
         self._maybe_diagnose(wall)
@@ -254,6 +261,8 @@ class Watcher:
         segs = self.source.close()
         if segs:
             self.state.feed(segs)
+        if self.spans is not None:
+            self.state.feed_spans(self.spans.drain())
         if eof:
             self.state.end_of_input()
         else:
