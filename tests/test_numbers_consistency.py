@@ -27,6 +27,8 @@ from vllmlog.summary import summarize_paths
 from .conftest import DATA, corpus_logs
 
 LOGS = corpus_logs() + [Path(example_path(n)) for n in example_names()]
+TRACED = sorted((DATA / "corpus" / "vllm-cpu-traced").glob("*.log"))
+CASES = [(p, None) for p in LOGS] + [(p, p.with_name(p.stem + "-traces.otlp.jsonl")) for p in TRACED]
 
 
 def key_numbers(doc: dict) -> dict:
@@ -61,13 +63,17 @@ def _watch(log: Path) -> LiveState:
     return st
 
 
-@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
-def test_every_command_shows_the_same_numbers(log: Path, capsys) -> None:
-    a = analyze([str(log)], year=2026)
+@pytest.mark.parametrize("log, traces", CASES, ids=lambda p: p.name + "+traces" if p and "otlp" in p.name else (p.name if p else ""))
+def test_every_command_shows_the_same_numbers(log: Path, traces: Path | None, capsys) -> None:
+    tr = [str(traces)] if traces else None
+    targs = ["--traces", str(traces)] if traces else []
+    a = analyze([str(log)], year=2026, traces=tr)
     want = key_numbers(a.numbers)
+    if traces:
+        assert want["ttft_s"][1] == "measured" and a.numbers["latency"]["ttft_s"]["sources"].get("traced")
     # the analysis' own summary and the streaming summary (journeys folded as they complete, none kept)
     assert key_numbers(a.summary) == want
-    assert key_numbers(summarize_paths(str(log), year=2026)) == want
+    assert key_numbers(summarize_paths(str(log), year=2026, traces=tr)) == want
     # the compact RED/USE view is a selection of the same numbers
     ru = a.red_use
     assert ru["requests"]["total"] == want["total"] and ru["requests"]["rate_per_s"] == want["rate"]
@@ -77,16 +83,16 @@ def test_every_command_shows_the_same_numbers(log: Path, capsys) -> None:
         d = ru["durations"][m]
         assert (d["count"], d["basis"], d["p50"], d["p99"], d["max"]) == want[m]
     # CLI JSON documents
-    code, out = _cli(["summary", str(log), "--year", "2026", "--json"], capsys)
+    code, out = _cli(["summary", str(log), "--year", "2026", "--json", *targs], capsys)
     assert code in (0, 3) and key_numbers(json.loads(out)) == want
-    code, out = _cli(["analyze", str(log), "--year", "2026", "--json", "--no-html", "--fail-on", "never"], capsys)
+    code, out = _cli(["analyze", str(log), "--year", "2026", "--json", "--no-html", "--fail-on", "never", *targs], capsys)
     doc = json.loads(out)
     assert key_numbers(doc["summary"]) == want and key_numbers(doc["numbers"]) == want
-    code, out = _cli(["diagnose", str(log), "--year", "2026", "--json", "--fail-on", "never"], capsys)
+    code, out = _cli(["diagnose", str(log), "--year", "2026", "--json", "--fail-on", "never", *targs], capsys)
     assert key_numbers(json.loads(out)["numbers"]) == want
     # the requests table: one row per request, the same outcomes, and the latency numbers recomputed
     # from its rows with numpy (successful requests, measured values only unless all are estimated)
-    code, out = _cli(["requests", str(log), "--year", "2026", "--json"], capsys)
+    code, out = _cli(["requests", str(log), "--year", "2026", "--json", *targs], capsys)
     rows = json.loads(out)
     assert len(rows) == want["total"]
     assert {k: v for k, v in Counter(r["status"] for r in rows).items()} == {k: v for k, v in want["by_status"].items() if v}
@@ -100,6 +106,8 @@ def test_every_command_shows_the_same_numbers(log: Path, capsys) -> None:
         if vals:
             assert basis == ("measured" if meas else "estimated")
             assert (p50, p99, mx) == (float(np.percentile(vals, 50)), float(np.percentile(vals, 99)), max(vals)), m
+    if traces:
+        return  # watch takes traces live (OTLP receiver), not from a file
     # watch: the same pipeline fed in pieces
     st = _watch(log)
     got = Counter()

@@ -568,7 +568,8 @@ def preemptions(run: Run, rs: RequestStats, stats_sum: int | None) -> dict[str, 
 _HINT = "minimum log level is higher than DEBUG"
 
 REMEDY_LATENCY = (
-    "OpenTelemetry traces (`vllm serve --otlp-traces-endpoint URL`: exact per-request timings), "
+    "OpenTelemetry traces (`vllm serve --otlp-traces-endpoint URL`, then `--traces FILE`: exact per-request "
+    "timings), "
     "`--prometheus URL` (vLLM's TTFT/e2e histograms), or millisecond log timestamps "
     "(`vllmlog logging-config --format text`) with `--enable-log-requests`"
 )
