@@ -171,8 +171,12 @@ def test_cli_writes_report_and_prints_verdict(tmp_path: Path, capsys: pytest.Cap
     report = (tmp_path / "vllmlog-report.html").read_text()
     assert 50_000 < len(report.encode()) < 1_500_000 and "var uPlot=" in report  # charts inlined, small
     assert "vllmlog-report.html" in out and "requests" in out
-    _fits(out)
-    assert rc in (0, 1)
+    # piped output is not hard-wrapped: the whole fix is one line (grep finds it); tables fit 160 columns
+    [fix] = [ln for ln in out.splitlines() if ln.lstrip().startswith("fix:")]
+    assert fix.rstrip().endswith("watch `vllm:num_preemptions_total`.")
+    table = out[out.index("requests "):].splitlines()[:5]
+    _fits("\n".join(table), 160)
+    assert rc == 0  # the README's first command: analyze reports, `diagnose` (or --fail-on) gates
 
 
 def test_cli_json_no_html_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
@@ -182,8 +186,10 @@ def test_cli_json_no_html_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureF
     assert rc == 0 and doc["report"] is None and not (tmp_path / "vllmlog-report.html").exists()
     assert doc["servers"][0]["ready"] is False
     assert doc["verdict"] == "failing" and doc["findings"][0]["severity"] == "critical"
-    assert main(["analyze", "--example", "startup-kv-too-small", "--no-html"]) == 1
+    assert main(["analyze", "--example", "startup-kv-too-small", "--no-html"]) == 0  # analyze reports by default
+    assert main(["analyze", "--example", "startup-kv-too-small", "--no-html", "--fail-on", "warning"]) == 1
     assert main(["analyze", "--example", "startup-kv-too-small", "--no-html", "--fail-on", "critical"]) == 1
+    assert "exit status 1: a finding at or above --fail-on critical" in capsys.readouterr().out
     assert main(["analyze", "--example", "kv-pressure", "--no-html", "--fail-on", "error"]) == 0
     capsys.readouterr()
     assert main(["analyze", "--example", "list"]) == 0

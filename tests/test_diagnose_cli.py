@@ -20,7 +20,7 @@ def test_diagnose_json_shape_and_order(capsys) -> None:
     rc = main(["diagnose", HANG, "--json", "--year", "2026"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 1
-    assert set(doc) == {"incidents", "findings", "verdict", "summary", "numbers"}
+    assert set(doc) == {"incidents", "findings", "verdict", "summary", "numbers", "coverage"}
     inc = doc["incidents"][0]
     assert inc["category"] == "engine_hang" and inc["impact"] == "stalled" and inc["cause"]["code"] == "E401"
     assert doc["verdict"]["status"] == "failing" and doc["verdict"]["checks"]

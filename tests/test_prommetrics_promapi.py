@@ -174,6 +174,7 @@ def test_timeline_and_analyze_merge_prometheus_history(prometheus: str, capsys: 
     rc = main(["timeline", log, "--year", "2026", "--prometheus", prometheus, "--since", "1m", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0 and any(str(e.get("file", "")).startswith("prometheus:") for e in doc["entries"])
-    rc = main(["analyze", log, "--year", "2026", "--prometheus", prometheus, "--since", "1m", "--json", "--no-html"])
+    rc = main(["analyze", log, "--year", "2026", "--prometheus", prometheus, "--since", "1m", "--json", "--no-html",
+               "--fail-on", "warning"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 1 and any(f["category"] == "engine_hang" for f in out["findings"])

@@ -29,7 +29,7 @@ SEVERITIES: tuple[str, ...] = ("info", "warning", "error", "critical")
 #: ``--fail-on`` values: a severity, or ``never``.
 FAIL_ON_CHOICES: tuple[str, ...] = SEVERITIES + ("never",)
 
-VERDICTS = ("healthy", "degraded", "failing", "unknown")
+VERDICTS = ("healthy", "degraded", "failing", "incomplete", "unknown")
 
 SCHEMA = "vllmlog.analysis/1"
 
@@ -196,9 +196,21 @@ class Analysis:
     """The shared numbers (``vllmlog.numbers.compute``) that ``red_use`` and ``summary`` show."""
 
     @property
+    def coverage(self) -> Any:
+        """What was read and what was not (``vllmlog.coverage.Coverage``), computed once."""
+        cov = self.__dict__.get("_coverage")
+        if cov is None:
+            cov = self.__dict__["_coverage"] = self.run.coverage
+        return cov
+
+    @property
     def verdict(self) -> str:
-        """healthy / degraded / failing (``unknown`` when the diagnosis could not run)."""
-        return "unknown" if self.findings is None else verdict_of(self.findings)
+        """healthy / degraded / failing; ``incomplete`` instead of healthy when the input was not read in
+        full (never HEALTHY on nothing); ``unknown`` when the diagnosis could not run."""
+        if self.findings is None:
+            return "unknown"
+        v = verdict_of(self.findings)
+        return "incomplete" if v == "healthy" and not self.coverage.complete else v
 
     @property
     def files(self) -> list[str]:
@@ -215,6 +227,7 @@ class Analysis:
         return {
             "schema": SCHEMA,
             "verdict": self.verdict,
+            "coverage": self.coverage.to_dict(),
             "files": self.files,
             "time_range": {"start": run.start_ts.isoformat() if run.start_ts else None,
                            "end": run.end_ts.isoformat() if run.end_ts else None},

@@ -34,6 +34,8 @@ class InputStats:
     gzip: bool = False
     incomplete: str | None = None
     """Set when the input ended early (truncated gzip, read error): what happened."""
+    skipped: str | None = None
+    """Set when the input could not be read at all and was skipped from a list (missing, binary, …): why."""
     notes: list[str] = field(default_factory=list)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from .errors import InputError
 from .ingest import InputStats, check_path, read_blocks, write_all
 from .model import Event
 from .parsing.parser import LineParser
@@ -54,7 +55,7 @@ class ParseStats:
             "inputs": [
                 {"path": s.path, "lines": s.lines, "bytes": s.bytes, "gzip": s.gzip,
                  "invalid_utf8_lines": s.invalid_utf8_lines, "truncated_lines": s.truncated_lines,
-                 "incomplete": s.incomplete}
+                 "incomplete": s.incomplete, "skipped": s.skipped}
                 for s in self.inputs
             ],
         }
@@ -72,21 +73,55 @@ def mtime_of(path: str) -> datetime:
 
 def _parsers(
     paths: Sequence[str] | str, year: int | None, st: ParseStats, keep_text: bool, block: int, raw: bool = False,
+    skip_unreadable: bool = False,
 ) -> Iterator[tuple[LineParser, InputStats, Iterator[tuple[int, Any]]]]:
+    """One parser per input. ``skip_unreadable``: an input that cannot be read (missing, a directory,
+    binary, no permission) is recorded as skipped (``InputStats.skipped``) instead of ending the run —
+    unless no input at all could be read, which is still an ``InputError``."""
     if isinstance(paths, str):
         paths = [paths]
+    bad: dict[str, str] = {}
     for p in paths:  # fail fast, before any output, on a bad path
-        check_path(p)
+        try:
+            check_path(p)
+        except InputError as exc:
+            if not skip_unreadable:
+                raise
+            bad[p] = exc.message
+    if skip_unreadable and bad and len(bad) == len(paths):
+        _nothing_readable(list(bad.values()))
     for path in paths:
         ist = InputStats(path)
         st.inputs.append(ist)
+        if path in bad:
+            ist.skipped = bad[path]
+            continue
         mt = mtime_of(path)
         parser = LineParser(path, year if year is not None else mt.year, keep_text=keep_text)
         if year is None and path != "-":
             parser.end_hint(mt.month)
-        yield parser, ist, read_blocks(path, ist, block, raw=raw)
+        blocks = read_blocks(path, ist, block, raw=raw)
+        yield parser, ist, (_skipping(blocks, ist) if skip_unreadable else blocks)
         st.lines += ist.lines
         st.merge_parser(parser)
+    if skip_unreadable and all(i.skipped for i in st.inputs[-len(paths):]):
+        _nothing_readable([i.skipped or "" for i in st.inputs[-len(paths):]])
+
+
+def _skipping(blocks: Iterator[tuple[int, Any]], ist: InputStats) -> Iterator[tuple[int, Any]]:
+    """The blocks of one input; an ``InputError`` on opening it (binary content) marks it skipped."""
+    try:
+        yield from blocks
+    except InputError as exc:
+        if ist.lines:
+            raise
+        ist.skipped = exc.message
+
+
+def _nothing_readable(reasons: list[str]) -> None:
+    more = f" (and {len(reasons) - 1} more unreadable)" if len(reasons) > 1 else ""
+    raise InputError(f"nothing readable: {reasons[0]}{more}",
+                     hint="pass vLLM server logs (plain or .gz), or - for standard input")
 
 
 def iter_batches(
@@ -97,11 +132,14 @@ def iter_batches(
     keep_text: bool = True,
     progress: Callable[[int], None] | None = None,
     batch_lines: int = BATCH_LINES,
+    skip_unreadable: bool = False,
 ) -> Iterator[list[Event]]:
-    """Parse inputs in order, yielding lists of events (memory stays flat on any file size)."""
+    """Parse inputs in order, yielding lists of events (memory stays flat on any file size).
+
+    ``skip_unreadable``: an unreadable input in a list is skipped and recorded (see ``_parsers``)."""
     st = stats if stats is not None else ParseStats()
     block = max(64 * 1024, batch_lines * 128)
-    for parser, ist, blocks in _parsers(paths, year, st, keep_text, block):
+    for parser, ist, blocks in _parsers(paths, year, st, keep_text, block, skip_unreadable=skip_unreadable):
         done_bytes = 0
         for first, lines in blocks:
             evs = parser.feed_lines(first, lines)

@@ -23,7 +23,8 @@ from .textview import (elide_middle, fmt_duration, hanging, span_text, latency_c
 
 SEV_STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "bold yellow", "info": "cyan"}
 VERDICT_STYLE = {"healthy": "bold white on green", "degraded": "bold black on yellow",
-                 "failing": "bold white on red", "unknown": "bold white on grey42"}
+                 "failing": "bold white on red", "incomplete": "bold black on bright_yellow",
+                 "unknown": "bold white on grey42"}
 KEY_ARGS = ("max_num_seqs", "max_model_len", "gpu_memory_utilization", "max_num_batched_tokens",
             "tensor_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "swap_space")
 
@@ -142,13 +143,16 @@ def render_analysis(
     if a.findings is None:
         head.append("  diagnosis unavailable", style="yellow")
     elif not a.findings:
-        head.append("  no problems found", style="green")
+        head.append("  no problems found" + ("" if a.coverage.complete else " in what was read"),
+                    style="green" if a.coverage.complete else "yellow")
     else:
         head.append("  " + ", ".join(f"{counts[s]} {s}" for s in ("critical", "error", "warning", "info") if counts.get(s)))
     console.print(head)
-    cov = getattr(a, "coverage", None)
-    if cov is not None and not cov.complete:
-        console.print(para("", cov.headline(), width, "bold yellow", indent=""))
+    cov = a.coverage
+    if not cov.complete:
+        console.print(para("", cov.headline(), width, "bold yellow", indent="", cont="  "))
+        for g in cov.gaps[1:4]:
+            console.print(para("", g.message, width, "yellow", indent="  "))
     where = []
     if run.start_ts and run.end_ts:
         dur = (run.end_ts - run.start_ts).total_seconds()
@@ -156,7 +160,7 @@ def render_analysis(
         where.append(f"{run.start_ts:%Y-%m-%d %H:%M:%S} → {run.end_ts:%Y-%m-%d %H:%M:%S} "
                      f"({fmt_duration(dur, 0.001 if sub_second else 1.0) if dur < 1 else span_text(dur)})")
     where.append(f"{run.parse_stats.lines:,} lines")
-    names = [os.path.basename(f) for f in run.files]
+    names = [os.path.basename(f) for f in (run.files or [i.path for i in run.parse_stats.inputs])]
     where.append(", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else ""))
     console.print(_line(" · ".join(where), "dim", width))
     multi = len(run.files) > 1

@@ -96,6 +96,15 @@ class Run:
     """Trace spans other than ``llm_request`` (start-up spans …), from ``--traces`` or the live receiver."""
     traces: dict[str, Any] | None = None
     """What the trace input held and how it joined (``TraceStats`` + ``SpanJoiner`` counts); None without traces."""
+    journeys_evicted: int = 0
+    """Open requests closed as unfinished because the in-flight bound was reached."""
+
+    @property
+    def coverage(self) -> Any:
+        """What was read and what was not (``vllmlog.coverage.Coverage``: ``complete``, ``gaps``, ``inputs``)."""
+        from .coverage import of_run
+
+        return of_run(self)
 
     @property
     def startup(self) -> list[Any]:
@@ -441,7 +450,7 @@ class Pipeline:
             notable=self.notable, kinds=self.kinds, levels=self.levels, http_status=self.http_status,
             http_paths=self.http_paths, parse_stats=stats or ParseStats(), start_ts=self.start_ts,
             end_ts=self.end_ts, notable_dropped=self.notable_dropped, trace_spans=self.trace_spans,
-            traces=self._traces_dict(),
+            traces=self._traces_dict(), journeys_evicted=self.journeys.evicted,
         )
 
 
@@ -457,8 +466,9 @@ def load(
     ``traces``: OTLP JSON trace files (or a ``traces.TraceSet``) whose spans join the journeys."""
     st = ParseStats()
     pipe = Pipeline(traces=read_trace_input(traces))
+    many = not isinstance(paths, str) and len(paths) > 1
     with bulk_gc():
-        for batch in iter_batches(paths, year=year, stats=st, progress=progress):
+        for batch in iter_batches(paths, year=year, stats=st, progress=progress, skip_unreadable=many):
             pipe.feed(batch)
         return pipe.finish(st)
 

@@ -208,6 +208,7 @@ def summarize(run: Run, digest: Digest | None = None, slo: SloTargets | None = N
         "shutdown_errors": grouped_events(run, ("ERROR", "CRITICAL"), top=top, only=noise),
         "warnings": grouped_events(run, ("WARNING",), top=top),
         "lines": run.parse_stats.lines,
+        "coverage": run.coverage.to_dict(),
     }
     if run.traces is not None:  # --traces: what the trace input held, how it joined, the start-up waterfall
         doc["traces"] = run.traces
@@ -235,8 +236,9 @@ def summarize_paths(paths: Sequence[str] | str, *, year: int | None = None, slo:
     sink = digest.add if journey_sink is None else both
     st = ParseStats()
     pipe = Pipeline(journey_sink=sink, keep_journeys=False, traces=read_trace_input(traces))
+    many = not isinstance(paths, str) and len(paths) > 1
     with bulk_gc():
-        for batch in iter_batches(paths, year=year, stats=st, progress=progress):
+        for batch in iter_batches(paths, year=year, stats=st, progress=progress, skip_unreadable=many):
             pipe.feed(batch)
         run = pipe.finish(st)
     return summarize(run, digest, top=top, by=by)

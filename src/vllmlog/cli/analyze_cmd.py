@@ -15,23 +15,27 @@ from ..errors import ConfigError
 from ..redact import Redactor
 from ._app import app
 from .common import (
-    OptInt, OptPaths, OptStr, PrometheusOpt, SinceOpt, TracesOpt, YearOpt, merge_prometheus_opt, progress_bar,
-    stdout_console,
+    EXIT_HELP, OptInt, OptPaths, OptStr, PrometheusOpt, SinceOpt, TracesOpt, YearOpt, exit_reason, exit_status,
+    merge_prometheus_opt, progress_bar, stderr_console, stdout_console,
 )
 from ..parsing.fields import dumps_safe
 
 DEFAULT_REPORT = "vllmlog-report.html"
 
 
-@app.command("analyze")
+@app.command("analyze", epilog=EXIT_HELP)
 def analyze_cmd(
     logs: Optional[List[str]] = typer.Argument(None, help="vLLM log files (plain or .gz); - reads standard input.",
                                                metavar="LOG..."),
-    output: OptStr = typer.Option(None, "--output", "-o", help=f"Where to write the HTML report (default ./{DEFAULT_REPORT})."),
+    output: OptStr = typer.Option(None, "--output", "-o", help=f"Where to write the HTML report (default ./{DEFAULT_REPORT}; "
+                                  "- writes it to standard output and the text summary to standard error)."),
     no_html: bool = typer.Option(False, "--no-html", help="Do not write the HTML report."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document (summary + findings + timeline) instead of the text summary; the HTML report is still written unless --no-html."),
-    fail_on: str = typer.Option("warning", "--fail-on", help="Exit 1 when a finding is at least this severe: "
-                                + ", ".join(FAIL_ON_CHOICES) + "."),
+    fail_on: str = typer.Option("never", "--fail-on", help="Exit 1 when a finding is at least this severe: "
+                                + ", ".join(FAIL_ON_CHOICES) + " (default never: analyze reports; "
+                                "`vllmlog diagnose` gates, failing on warnings)."),
+    config: OptStr = typer.Option(None, "--config", "-c", help="TOML file with diagnosis thresholds ([thresholds], "
+                                  "[rules.CODE]), as for `vllmlog diagnose`."),
     show_prompts: bool = typer.Option(False, "--show-prompts", help="Include prompt and output text (redacted by default)."),
     mask_ips: bool = typer.Option(False, "--mask-ips", help="Replace IP addresses with <ip>."),
     example: OptStr = typer.Option(None, "--example", help="Analyze a bundled example log ('list' shows them)."),
@@ -53,6 +57,12 @@ def analyze_cmd(
         paths.append(example_path(example))
     if not paths:
         raise ConfigError("no log given", hint="vllmlog analyze server.log (or --example list)")
+    to_stdout = output == "-" and not no_html
+    if to_stdout and json_out:
+        raise ConfigError("-o - and --json both write to standard output", hint="pick one, or -o FILE with --json")
+    from ..rules import load_config
+
+    cfg = load_config(config)
     rd = Redactor(show_prompts=show_prompts, mask_ips=mask_ips)
     with progress_bar(paths) as prog:
         if prometheus:
@@ -60,17 +70,23 @@ def analyze_cmd(
 
             run = load(paths, year=year, progress=prog, traces=traces)
             merge_prometheus_opt(run, prometheus, since)
-            result = analyze(paths, year=year, run=run)
+            result = analyze(paths, year=year, run=run, config=cfg)
         else:
             merge_prometheus_opt(None, None, since)  # --since alone is a usage error
-            result = analyze(paths, year=year, progress=prog, traces=traces)  # type: ignore[arg-type]
+            result = analyze(paths, year=year, progress=prog, traces=traces, config=cfg)  # type: ignore[arg-type]
     report_path = None
     size = None
     if not no_html:
-        from ..export.html import write_report
+        from ..export.html import render_report, write_report
 
-        report_path = output or DEFAULT_REPORT
-        size = write_report(result, report_path, redactor=rd)
+        if to_stdout:
+            data = render_report(result, redactor=rd).encode("utf-8")
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+            report_path, size = "<stdout>", len(data)
+        else:
+            report_path = output or DEFAULT_REPORT
+            size = write_report(result, report_path, redactor=rd)
     if json_out:
         doc = result.to_dict(rd)
         doc["report"] = os.path.abspath(report_path) if report_path else None
@@ -79,7 +95,11 @@ def analyze_cmd(
     else:
         from ..render import render_analysis
 
-        con: Console = stdout_console()
+        con: Console = stderr_console() if to_stdout else stdout_console()
         render_analysis(result, con, redactor=rd, top=top, report_path=report_path, report_bytes=size)
-    if should_fail(result.findings, fail_on):
-        raise typer.Exit(1)
+    code = exit_status(should_fail(result.findings, fail_on), result.coverage)
+    if code and not json_out:
+        (stderr_console() if to_stdout else con).print(f"[dim]{exit_reason(code, fail_on)}[/]")
+    if code:
+        raise typer.Exit(code)
+

@@ -25,6 +25,31 @@ OptPaths = Optional[List[str]]
 
 stderr = Console(stderr=True)
 
+from ..coverage import EXIT_INCOMPLETE  # noqa: E402  (exit status when the input was not read in full)
+
+_INCOMPLETE_WHAT = ("the input was not read in full (INCOMPLETE: a truncated gzip, an empty input, over-long lines "
+                    "cut, a binary or unreadable file skipped from a list, invalid UTF-8)")
+EXIT_HELP = ("Exit status: 0 done; 1 a finding at or above --fail-on; 2 usage error or nothing readable; "
+             f"{EXIT_INCOMPLETE} {_INCOMPLETE_WHAT} and no finding reached --fail-on.")
+EXIT_HELP_NO_FINDINGS = f"Exit status: 0 done; 2 usage error or nothing readable; {EXIT_INCOMPLETE} {_INCOMPLETE_WHAT}."
+
+
+def exit_status(failed: bool, coverage: object) -> int:
+    """1 when a finding reached ``--fail-on``, else ``EXIT_INCOMPLETE`` when the input was not read in full, else 0.
+
+    ``coverage``: a ``Coverage`` or its ``to_dict()``."""
+    if failed:
+        return 1
+    complete = coverage.get("complete", True) if isinstance(coverage, dict) else getattr(coverage, "complete", True)
+    return 0 if complete else EXIT_INCOMPLETE
+
+
+def exit_reason(code: int, fail_on: str) -> str:
+    """Why the command exits non-zero, in one line."""
+    if code == 1:
+        return f"exit status 1: a finding at or above --fail-on {fail_on}"
+    return f"exit status {code}: the input was not read in full (see INCOMPLETE above)"
+
 
 def open_output(output: str | None) -> BinaryIO:
     """Where a command writes bytes: the file `output` (`-o`), else standard output."""
@@ -42,9 +67,29 @@ def close_output(out: BinaryIO, output: str | None) -> None:
             pass
 
 
+#: Width of tables in piped output (prose is not wrapped at all there).
+PIPE_WIDTH = 160
+
+
+def _console(stream: object, is_tty: bool, width: int | None) -> Console:
+    import os
+
+    if width or is_tty:
+        return Console(file=stream, width=width, soft_wrap=False)  # type: ignore[arg-type]
+    cols = os.environ.get("COLUMNS", "")
+    # piped: prose is never hard-wrapped (grep sees whole lines); tables fit COLUMNS or 160 columns
+    return Console(file=stream, width=int(cols) if cols.isdigit() and int(cols) >= 40 else PIPE_WIDTH,  # type: ignore[arg-type]
+                   soft_wrap=True)
+
+
 def stdout_console(width: int | None = None) -> Console:
-    """The console for human output (100 columns when not a terminal, so output fits reports)."""
-    return Console(width=width or (None if sys.stdout.isatty() else 100), soft_wrap=False)
+    """The console for human output: the terminal's width; piped, prose is not hard-wrapped."""
+    return _console(sys.stdout, sys.stdout.isatty(), width)
+
+
+def stderr_console(width: int | None = None) -> Console:
+    """Like ``stdout_console``, on standard error."""
+    return _console(sys.stderr, sys.stderr.isatty(), width)
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from rich.text import Text
 from ..errors import ConfigError
 from ._app import app
 from .common import (
+    EXIT_HELP, exit_status,
     JsonOpt, OptInt, OptPaths, OptStr, PathsArg, PathsT, PrometheusOpt, SinceOpt, TracesOpt, YearOpt,
     merge_prometheus_opt, progress_bar, stdout_console,
 )
@@ -35,7 +36,7 @@ def _dump(obj: object) -> None:
     sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
 
 
-@app.command("diagnose")
+@app.command("diagnose", epilog=EXIT_HELP)
 def diagnose_cmd(
     logs: PathsT = PathsArg,
     json_out: bool = JsonOpt,
@@ -62,26 +63,42 @@ def diagnose_cmd(
     from ..numbers import compute
 
     numbers = compute(run)
+    coverage = run.coverage
+    summ = summarize(findings, run)
+    if not coverage.complete and summ["verdict"] == "healthy":
+        summ["verdict"] = "incomplete"  # never healthy on input that was not read in full
     if json_out:
         _dump({"incidents": [i.to_dict() for i in d.incidents], "findings": [f.to_dict() for f in findings],
-               "verdict": d.verdict.to_dict(), "summary": summarize(findings, run), "numbers": numbers})
+               "verdict": d.verdict.to_dict(), "summary": summ, "coverage": coverage.to_dict(), "numbers": numbers})
     else:
-        _render(findings, summarize(findings, run), floor, numbers)
-    if threshold is not None and at_or_above(findings, threshold):
-        raise typer.Exit(1)
+        _render(findings, summ, floor, numbers, coverage)
+    code = exit_status(threshold is not None and bool(at_or_above(findings, threshold)), coverage)
+    if code:
+        raise typer.Exit(code)
 
 
-def _render(findings, summary, floor, numbers=None) -> None:
+def _render(findings, summary, floor, numbers=None, coverage=None) -> None:
+    from ..render import para, text_width
+    from ..textview import plural, requests_text
+
     con = stdout_console()
+    width = text_width(con)
     files = summary.get("files") or []
     verdict = summary["verdict"]
-    style = {"down": "bold red", "failing": "red", "degraded": "yellow", "healthy": "green"}[verdict]
+    style = {"down": "bold red", "failing": "red", "degraded": "yellow", "healthy": "green",
+             "incomplete": "bold yellow"}.get(verdict, "bold")
     counts = ", ".join(f"{n} {k}" for k, n in summary["by_severity"].items() if n)
     con.print(Text.assemble(("verdict: ", "bold"), (verdict, style),
-                            f"  ({counts or 'no findings'}; {len(files)} file{'s' if len(files) != 1 else ''})"))
+                            f"  ({counts or 'no findings'}; {plural(len(files), 'file')})"))
+    if coverage is not None and not coverage.complete:
+        con.print(para("", coverage.headline(), width, "bold yellow", indent="", cont="  "))
+    if numbers is not None and numbers["requests"]["total"]:
+        con.print(para("", requests_text(numbers["requests"]), width, "dim", indent=""))
     shown = [f for f in findings if f.severity >= floor]
     if not shown:
-        con.print("[green]No problems found.[/]" if not findings else f"[green]Nothing at or above {floor.label}.[/]")
+        done = coverage is None or coverage.complete
+        con.print(("[green]No problems found.[/]" if done else "[yellow]No problems found in what was read.[/]")
+                  if not findings else f"[green]Nothing at or above {floor.label}.[/]")
         return
     multi = len(files) > 1
     for f in shown:

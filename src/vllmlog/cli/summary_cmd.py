@@ -18,7 +18,7 @@ from ..run import load
 from ..summary import SloTargets, summarize_paths
 from ._app import app
 from .common import (
-    JsonOpt, OptInt, OptPaths, OptStr, OutOpt, PathsArg, PathsT, TracesOpt, YearOpt, progress_bar, stdout_console,
+    EXIT_HELP_NO_FINDINGS, exit_status, JsonOpt, OptInt, OptPaths, OptStr, OutOpt, PathsArg, PathsT, TracesOpt, YearOpt, progress_bar, stdout_console,
 )
 
 ByOpt = typer.Option(None, "--by", help="Add a digest per `day` or `hour` (the handbook's morning read).")
@@ -26,7 +26,7 @@ SloOpt = typer.Option(None, "--slo", help="SLO target NAME=VALUE (ttft_s=1, toke
 
 
 def _out(text: str, output: str | None) -> None:
-    if output:
+    if output and output != "-":
         with open(output, "w", encoding="utf-8") as fp:
             fp.write(text)
     else:
@@ -45,7 +45,7 @@ def _pct(v: float | None) -> str:
     return "–" if v is None else f"{v * 100:.1f}%"
 
 
-@app.command("summary")
+@app.command("summary", epilog=EXIT_HELP_NO_FINDINGS)
 def summary_cmd(
     logs: PathsT = PathsArg,
     json_out: bool = JsonOpt,
@@ -69,18 +69,21 @@ def summary_cmd(
     finally:
         if writer is not None:
             writer.close()
+    code = exit_status(False, doc["coverage"])
     if json_out:
         _out(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n", output)
-        return
-    con = stdout_console()
-    if output:
-        from rich.console import Console
+    else:
+        con = stdout_console()
+        if output and output != "-":
+            from rich.console import Console
 
-        fp = open(output, "w", encoding="utf-8")  # noqa: SIM115
-        con = Console(file=fp, width=100, soft_wrap=False)
-    _render(con, doc)
-    if output:
-        fp.close()
+            fp = open(output, "w", encoding="utf-8")  # noqa: SIM115
+            con = Console(file=fp, width=100, soft_wrap=False)
+        _render(con, doc)
+        if output and output != "-":
+            fp.close()
+    if code:
+        raise typer.Exit(code)
 
 
 def _render(con: Any, d: dict[str, Any]) -> None:
@@ -88,6 +91,11 @@ def _render(con: Any, d: dict[str, Any]) -> None:
     from ..textview import basis_text, latency_cell, preemptions_text, requests_text, unmeasured_lines, waiting_text
 
     width = text_width(con)
+    cov = d.get("coverage") or {}
+    if cov and not cov.get("complete", True):
+        con.print(para("", cov["headline"], width, "bold yellow", indent="", cont="  "))
+        for r in cov["reasons"][1:4]:
+            con.print(para("", r, width, "yellow", indent="  "))
     tr = d["time_range"]
     con.print(f"[bold]Time range[/] {tr['start']} → {tr['end']} ({_f(tr['duration_s'], ' s', 0)}), {d['lines']:,} lines")
     for r in d["runs"]:
