@@ -147,6 +147,11 @@ class Page:
                     {"width": WIDTH, "height": 1000, "deviceScaleFactor": 1, "mobile": False}, session=self.session)
         time.sleep(0.5)  # charts re-layout on resize
         h = self.eval("Math.min(document.documentElement.scrollHeight, 16000)")
+        if not selector:  # the whole page in the viewport, so content-visibility renders every box
+            self.b.send("Emulation.setDeviceMetricsOverride",
+                        {"width": WIDTH, "height": int(h), "deviceScaleFactor": 1, "mobile": False}, session=self.session)
+            time.sleep(0.5)
+            h = self.eval("Math.min(document.documentElement.scrollHeight, 16000)")
         if selector:
             x, y, w, hh = self.eval(f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
                                     ".getBoundingClientRect(); return [r.left, r.top + window.scrollY, r.width, r.height]; })()")
