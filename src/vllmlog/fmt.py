@@ -10,6 +10,8 @@ def fmt_seconds(v: Any, sep: str = "") -> str:
     if v is None:
         return "–"
     v = float(v)
+    if v == 0:
+        return f"0{sep}s"
     if v >= 100:
         return f"{v:,.0f}{sep}s"
     if v >= 1:

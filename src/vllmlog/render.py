@@ -162,7 +162,7 @@ def render_analysis(
     where.append(f"{run.parse_stats.lines:,} lines")
     names = [os.path.basename(f) for f in (run.files or [i.path for i in run.parse_stats.inputs])]
     where.append(", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else ""))
-    console.print(_line(" · ".join(where), "dim", width))
+    console.print(para("", " · ".join(where), width, "dim", indent=""))
     multi = len(run.files) > 1
     for s in run.servers[:4]:
         console.print(para("", server_text(s, rd, multi), width, "dim" if s.ready else "yellow", indent="",
@@ -206,7 +206,7 @@ def numbers_block(a: Analysis, width: int | None) -> list[Any]:
     r = a.red_use["requests"]
     if n is not None:
         out.append(para("", requests_text(n["requests"]), width, indent=""))
-    out.append(red_use_table(a))
+    out.append(red_use_table(a, width))
     if n is not None:
         for label, text in unmeasured_lines(n["unmeasured"], ("latency", "requests")):
             out.append(para(label + ": ", text, width, "yellow", indent=""))
@@ -217,7 +217,7 @@ def numbers_block(a: Analysis, width: int | None) -> list[Any]:
     return out
 
 
-def red_use_table(a: Analysis) -> Table:
+def red_use_table(a: Analysis, width: int | None = None) -> Table:
     """Compact RED (rate, errors, durations) / USE (running, waiting, KV) table; without latency columns
     when the log has no latency for any successful request (the note below says why, not a table of dashes)."""
     s = a.red_use
@@ -252,7 +252,7 @@ def red_use_table(a: Analysis) -> Table:
         t.add_row(red[i][0], red[i][1], *cells, *use[i])
     if approx:
         res = [ld.get("resolution_s") for _l, ld in lat if ld.get("basis") == "estimated" and ld.get("resolution_s")]
-        note = "≈ all estimated" + (f" from timestamps to {resolution_text(max(res))}" if res else "") + \
-               " (successful requests; no measured value in the log)"
-        return Group(t, Text(note, style="dim"))  # type: ignore[return-value]
+        note = "≈ estimated" + (f" from timestamps to {resolution_text(max(res))}" if res else "") + \
+               " (successful requests; the log has no measured value)"
+        return Group(t, para("", note, width, "dim", indent=""))  # type: ignore[return-value]
     return t

@@ -120,18 +120,18 @@ def _render(findings, summary, floor, numbers=None, coverage=None) -> None:
             where.append(f"×{f.count}")
         if where:
             con.print(f"  [dim]{escape(' · '.join(where))}[/]")
-        con.print(f"  {escape(f.message)}")
+        con.print(para("", f.message, width, indent="  "))
         for e in f.evidence[:8]:
             loc = f"{Path(e.file).name}:{e.line}" if multi else f"{e.line:>6}"
-            txt = e.text.strip()
-            con.print(f"  [dim]{escape(loc)}[/] {escape(txt[:160] + ('…' if len(txt) > 160 else ''))}", soft_wrap=False,
-                      overflow="ellipsis", no_wrap=True)
+            # the middle of a long line is elided, never its end (where vLLM puts the numbers)
+            con.print(para(f"{loc} ", e.text.strip(), width, "dim" if not e.text else "", indent="  ",
+                           max_lines=2, cont="  " + " " * (len(loc) + 1)))
         if len(f.evidence) > 8:
             con.print(f"  [dim]… {len(f.evidence) - 8} more evidence lines (--json)[/]")
         if f.root_cause:
-            con.print(f"  [bold]cause:[/] {escape(f.root_cause)}")
+            con.print(para("cause: ", f.root_cause, width, indent="  "))
         if f.remediation:
-            con.print(f"  [bold]fix:[/] {escape(f.remediation)}")
+            con.print(para("fix: ", f.remediation, width, "green", indent="  "))  # the whole fix, never cut
 
 
 @app.command("rules")
@@ -160,13 +160,16 @@ def rules_cmd(
         _dump([{"code": r.code, "slug": r.slug, "category": r.category, "severity": r.severity.label, "title": r.title,
                 "options": r.options, "default_on": r.default_on, "what": r.section("What it detects")} for r in rules])
         return
-    t = Table(show_edge=False)
-    for c in ("code", "slug", "category", "severity"):
+    con = stdout_console()
+    wide = con.width >= 120  # the category column only where the title still fits beside it
+    t = Table(box=None, show_edge=False, pad_edge=False, padding=(0, 1), header_style="bold",
+              caption=None if wide else "categories: --json or `vllmlog rule CODE`", caption_justify="left")
+    for c in ("code", "slug") + (("category",) if wide else ()) + ("severity",):
         t.add_column(c, no_wrap=True)
-    t.add_column("title", no_wrap=True, overflow="ellipsis")
+    t.add_column("title", ratio=1)  # wraps (under itself) rather than pushing the code column out
     for r in rules:
-        t.add_row(r.code, r.slug, r.category, r.severity.label, r.title)
-    stdout_console().print(t)
+        t.add_row(r.code, r.slug, *((r.category,) if wide else ()), r.severity.label, r.title)
+    con.print(t)
 
 
 @app.command("rule")

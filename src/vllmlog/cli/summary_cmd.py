@@ -183,14 +183,14 @@ def _render(con: Any, d: dict[str, Any]) -> None:
         con.print(para("", f"{n} error line{'s' if n != 1 else ''} after a requested shutdown (not errors of the run): "
                        + "; ".join(f"{g['count']} × {g['template'][:80]}" for g in noise[:3]), width, "dim", indent=""))
     if d.get("buckets"):
-        t = Table(title="Digest")
-        for c in ("from", "requests", "ok", "aborted", "error", "TTFT p95", "e2e p95", "KV max", "waiting max",
-                  "errors", "warnings"):
+        t = Table(title="Digest (requests by arrival; errors/warnings: log lines)", title_justify="left", box=None,
+                  show_edge=False, pad_edge=False, padding=(0, 1), header_style="bold")
+        for c in ("from", "reqs", "ok", "abort", "err", "TTFT p95", "e2e p95", "KV max", "wait", "errs", "warns"):
             t.add_column(c, no_wrap=c == "from", justify="left" if c == "from" else "right")
         for b in d["buckets"]:
             r = b["requests"]["by_status"]
             lat = b["latency"]
-            t.add_row(b["start"][:16].replace("T", " "), str(b["requests"]["total"]), str(r["success"]), str(r["aborted"]),
+            t.add_row(b["start"][:16].replace("T", " ") if b["end"][11:13] != b["start"][11:13] or b["end"][:10] == b["start"][:10] else b["start"][:10], str(b["requests"]["total"]), str(r["success"]), str(r["aborted"]),
                       str(r["error"] + r["cancelled"]), latency_cell(lat["ttft_s"], "p95"),
                       latency_cell(lat["e2e_s"], "p95"), _pct(b["kv_cache_usage"]["max"]),
                       _f(b["queue"]["waiting"]["max"], "", 0), str(b["error_count"]), str(b["warning_count"]))
@@ -230,7 +230,8 @@ def requests_cmd(
     status: Optional[List[str]] = typer.Option(None, "--status", help="Only these statuses (success, aborted, error, cancelled, unfinished); repeatable."),
     slowest: OptInt = typer.Option(None, "--slowest", help="Only the N slowest requests (by --metric)."),
     metric: str = typer.Option("e2e_s", "--metric", help="Number --slowest sorts by: e2e_s, ttft_s, tpot_s, queue_s, prefill_s, decode_s."),
-    fmt: OptStr = typer.Option(None, "--format", help="Table format for -o: csv, json, jsonl, parquet (default: from the extension)."),
+    fmt: OptStr = typer.Option(None, "--format", help="Table format: csv, json, jsonl (to standard output without -o), "
+                               "parquet (needs -o); default: from -o's extension."),
     output: OptStr = OutOpt,
     year: OptInt = YearOpt,
     traces: OptPaths = TracesOpt,
@@ -241,32 +242,81 @@ def requests_cmd(
     with progress_bar(logs) as prog:
         run = load(logs, year=year, progress=prog, traces=traces)
     js = _select(run.journeys, status, slowest, metric)
-    if output and (fmt or not (json_out or csv_out)):
-        write_journeys(js, output, fmt or format_of(output))
-        return
-    if json_out or csv_out:
-        if output:
-            with open(output, "w", encoding="utf-8", newline="") as fp:
-                dump_journeys(js, fp, "json" if json_out else "csv")
+    f = _table_format(fmt, json_out, csv_out, output)
+    if f is not None:
+        if output and output != "-":
+            if f in ("parquet",) or fmt or not (json_out or csv_out):
+                write_journeys(js, output, f)
+            else:
+                with open(output, "w", encoding="utf-8", newline="") as fp:
+                    dump_journeys(js, fp, f)
         else:
-            dump_journeys(js, sys.stdout, "json" if json_out else "csv")
+            dump_journeys(js, sys.stdout, f)  # parquet: a one-line error (it needs a file)
         return
     con = stdout_console()
-    t = Table(title=f"{len(js)} requests")
-    for c in ("request", "status", "arrival", "queue", "TTFT", "TPOT", "e2e", "in", "out", "HTTP"):
-        t.add_column(c, overflow="fold")
+    con.print(requests_table(js, con.width))
+    from ..render import para, text_width
+
+    con.print(para("", "~ = estimated (1-second log timestamps, counted stream lines, or no end line after a clean "
+                   "shutdown)", text_width(con), "dim", indent=""))
+
+
+def _table_format(fmt: str | None, json_out: bool, csv_out: bool, output: str | None) -> str | None:
+    """The machine format to write (``--format`` > ``--json``/``--csv`` > ``-o`` file extension), or None
+    for the human table. ``--format csv`` without ``-o`` prints CSV."""
+    if fmt:
+        return format_of(output if output and output != "-" else "x", fmt)
+    if json_out or csv_out:
+        return "json" if json_out else "csv"
+    if output and output != "-":
+        return format_of(output)
+    if output == "-":
+        return "csv"
+    return None
+
+
+#: Columns of the human requests table, least important last (dropped first when the terminal is narrow).
+_REQ_COLS = ("request", "status", "arrival", "e2e", "TTFT", "queue", "TPOT", "out", "in", "HTTP")
+
+
+def requests_table(js: list[Journey], width: int) -> Table:
+    """The human requests table: ids never wrapped; columns dropped from the least important until it fits."""
+    from ..textview import fmt_duration
+
+    days = {j.arrival_ts.date() for j in js if j.arrival_ts}
+
+    def n(j: Journey, name: str) -> str:
+        v = getattr(j, name)
+        if v is None or (name == "tpot_s" and j.output_tokens is not None and j.output_tokens <= 1):
+            return "–"  # vllm bench serve: no TPOT for a one-token output
+        est = j.sources.get(name, "") == "estimated"
+        mark = "~" if est else ""
+        if isinstance(v, float):
+            return mark + fmt_duration(v, j.ts_resolution_s if est else None).replace("< ", "<")
+        return f"{mark}{v}"
+
+    rows = []
     for j in js:
-        def n(name: str) -> str:
-            v = getattr(j, name)
-            if v is None:
-                return "–"
-            mark = {"traced": "", "logged": "", "derived": "", "estimated": "~"}.get(j.sources.get(name, ""), "")
-            return f"{mark}{v:.3f}" if isinstance(v, float) else f"{mark}{v}"
         st = j.status + ("~" if j.sources.get("status") == "estimated" else "")
-        t.add_row(j.request_id, st, j.arrival_ts.isoformat(sep=" ") if j.arrival_ts else "–", n("queue_s"), n("ttft_s"),
-                  n("tpot_s"), n("e2e_s"), n("prompt_tokens"), n("output_tokens"), n("http_status"))
-    con.print(t)
-    con.print("[dim]~ = estimated (1-second log timestamps, counted stream lines, or no end line after a clean shutdown)[/]")
+        arr = (j.arrival_ts.strftime("%H:%M:%S") if len(days) <= 1 else j.arrival_ts.strftime("%m-%d %H:%M:%S")) \
+            if j.arrival_ts else "–"
+        rows.append({"request": j.request_id, "status": st, "arrival": arr, "queue": n(j, "queue_s"),
+                     "TTFT": n(j, "ttft_s"), "TPOT": n(j, "tpot_s"), "e2e": n(j, "e2e_s"), "in": n(j, "prompt_tokens"),
+                     "out": n(j, "output_tokens"), "HTTP": n(j, "http_status")})
+    cols = list(_REQ_COLS)
+    need = {c: max([len(c)] + [len(r[c]) for r in rows]) for c in cols}
+    while len(cols) > 3 and sum(need[c] + 2 for c in cols) > width:
+        cols.pop()
+    day = f" on {next(iter(days))}" if len(days) == 1 else ""
+    dropped = [c for c in _REQ_COLS if c not in cols]
+    title = f"{len(js):,} requests{day}" + (f" (narrow terminal: {', '.join(dropped)} left out; --csv has all)" if dropped else "")
+    t = Table(title=title, box=None, show_edge=False, pad_edge=False, padding=(0, 1), header_style="bold",
+              title_justify="left")
+    for c in cols:
+        t.add_column(c, no_wrap=True, justify="left" if c in ("request", "status", "arrival") else "right")
+    for r in rows:
+        t.add_row(*(r[c] for c in cols))
+    return t
 
 
 @app.command("series")
@@ -282,13 +332,13 @@ def series_cmd(
     """Engine time series per engine and server run: running, waiting, swapped, KV usage, throughput."""
     with progress_bar(logs) as prog:
         run = load(logs, year=year, progress=prog)
-    if output and (fmt or not (json_out or csv_out)):
-        write_series(run.series, output, fmt or format_of(output), decode=decode)
+    f = _table_format(fmt, json_out, csv_out, output) or "csv"
+    if output and output != "-" and (fmt or not (json_out or csv_out)):
+        write_series(run.series, output, f, decode=decode)
         return
     rows = run.series.decode_rows() if decode else run.series.stats_rows()
     cols = DECODE_COLUMNS if decode else STATS_COLUMNS
-    f = "json" if json_out else "csv"
-    if output:
+    if output and output != "-":
         with open(output, "w", encoding="utf-8", newline="") as fp:
             dump_rows(rows, cols, fp, f)
     else:
