@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from vllmlog.analyze import Analysis, analyze, red_use
-from vllmlog.export.html import render_report, write_report
+from vllmlog.export.html import esc, render_report, write_report
 from vllmlog.redact import Redactor
 from vllmlog.run import load
 
@@ -410,3 +410,20 @@ def test_highlight_escapes_then_marks_once() -> None:
     out = highlight('ERROR <b x="1"> Error: KV cache failed & WARNING')
     assert out == ('<span class="lv lv-error">ERROR</span> &lt;b x=&quot;1&quot;&gt; <mark>Error</mark>: '
                    '<mark>KV cache</mark> <mark>failed</mark> &amp; <span class="lv lv-warning">WARNING</span>')
+
+
+def test_incomplete_input_says_so_in_the_report(tmp_path: Path) -> None:
+    """Every input test_coverage.py cannot read in full: the report's verdict is not healthy and the
+    header lists what was not read."""
+    from .test_coverage import INCOMPLETE_INPUTS
+
+    for name, (make, _gap) in sorted(INCOMPLETE_INPUTS.items()):
+        d = tmp_path / name
+        d.mkdir()
+        a = analyze([str(make(d))], year=2026)
+        html = render_report(a)
+        assert "class='verdict verdict-healthy'" not in html and "id='coverage'" in html, name
+        for reason in a.coverage.reasons:
+            assert esc(reason) in html, (name, reason)
+    assert "id='coverage'" not in render_report(analyze([str(DATA / "corpus" / "vllm-cpu" / "01-startup-and-light-load.log")],
+                                                         year=2026))

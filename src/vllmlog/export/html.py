@@ -30,7 +30,7 @@ import orjson
 
 from ..analyze import Analysis, finding_view, server_view
 from ..collapse import collapse_repeats
-from ..fmt import fmt_number, fmt_seconds
+from ..fmt import fmt_number
 from ..numbers import basis_of
 from ..parsing.fields import dumps_safe
 from ..parsing.templates import template as mask_template
@@ -83,11 +83,6 @@ def prose(text: str) -> str:
     return _TICKS.sub(r"<code class='inline'>\1</code>", esc(text))
 
 
-def _fmt_s(v: Any) -> str:
-    """12.34 s, 340 ms."""
-    return fmt_seconds(v, sep=" ")
-
-
 def _jdur(j: Any, metric: str, v: float | None) -> str:
     """A journey's duration at the resolution it was measured at: ``< 1 s``, never ``0.0 ms``."""
     res = j.ts_resolution_s if basis_of(j.sources.get(metric, "derived")) == "estimated" else None
@@ -105,7 +100,9 @@ def _header(a: Analysis, rd: Redactor, title: str) -> str:
     tr = "–"
     if run.start_ts and run.end_ts:
         dur = (run.end_ts - run.start_ts).total_seconds()
-        tr = f"{run.start_ts.isoformat(sep=' ')} → {run.end_ts.isoformat(sep=' ')} ({_fmt_s(dur)})"
+        sub_second = bool(run.start_ts.microsecond or run.end_ts.microsecond)  # the terminal's wording
+        span = fmt_duration(dur, 0.001 if sub_second else 1.0) if dur < 1 else span_text(dur)
+        tr = f"{run.start_ts.isoformat(sep=' ')} → {run.end_ts.isoformat(sep=' ')} ({span})"
     counts = Counter(f["severity"] for f in a.findings or [])
     fsum = ", ".join(f"{counts[s]} {s}" for s in ("critical", "error", "warning", "info") if counts.get(s)) or "no findings"
     if a.findings is None:
@@ -128,9 +125,15 @@ def _header(a: Analysis, rd: Redactor, title: str) -> str:
                "<th>started</th><th>state</th><th>key args / config</th><th>lines</th></tr></thead><tbody>"
                + "".join(rows) + "</tbody></table>") if rows else "<p class='muted'>No vLLM server start found.</p>"
     files = ", ".join(esc(rd(f)) for f in run.files)
+    cov = a.coverage
+    incomplete = "" if cov.complete else (
+        "<div class='incomplete' id='coverage'><b>INCOMPLETE</b> — what was read is not enough for a verdict on the "
+        "whole service:<ul>" + "".join(f"<li>{esc(rd(r))}</li>" for r in cov.reasons) + "</ul></div>")
+    if a.findings is not None and not a.findings and not cov.complete:
+        fsum = "no problems found in what was read"
     return (
         f"<header><div class='titlebar'><h1>{esc(title)}</h1>"
-        f"<span class='verdict verdict-{v}' id='verdict'>{v}</span></div>"
+        f"<span class='verdict verdict-{v}' id='verdict'>{v}</span></div>{incomplete}"
         f"<p class='meta'><b>Time range</b> {esc(tr)} · <b>Files</b> {files} · "
         f"<b>Lines</b> {run.parse_stats.lines:,} · <b>Findings</b> {esc(fsum)}</p>"
         f"<h2 class='small'>Server runs</h2>{servers}</header>"
@@ -345,7 +348,7 @@ def _requests(a: Analysis, rd: Redactor, max_rows: int) -> str:
     head = "".join(f"<th data-type='{t}' tabindex='0'>{esc(c)}</th>" for c, t in cols)
     rows = []
     for j in chosen:
-        def num(v: Any, fmt: Any = _fmt_s) -> str:
+        def num(v: Any, fmt: Any) -> str:
             return f"<td data-v='{'' if v is None else v}'>{esc(fmt(v)) if v is not None else '–'}</td>"
 
         def dur(m: str) -> str:
