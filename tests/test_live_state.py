@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from vllmlog.live.exporter import LiveCollector, make_registry
 from vllmlog.live.follow import FileFollower, Segment
 from vllmlog.live.state import INTER_TOKEN_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Histogram, LiveState
+from vllmlog.numbers import latency_value
 from vllmlog.run import load
 
 from .conftest import CORPUS
@@ -80,7 +81,8 @@ def test_exposition_names_labels_and_vllm_buckets(tmp_path: Path) -> None:
         assert les == [str(float(e)) for e in edges] + ["+Inf"]
     count = next(s.value for s in m["vllmlog_time_to_first_token_seconds"] if s.name.endswith("_count"))
     run = load(str(LIGHT), year=2026)
-    assert count == sum(1 for j in run.journeys if j.ttft_s is not None)
+    # the summary's gate: successful requests' measured values (01's TTFTs are 1-second estimates: none)
+    assert count == sum(1 for j in run.journeys if (vb := latency_value(j, "ttft_s")) and vb[1] == "measured") == 0
     # gauges from the latest stats line
     assert m["vllmlog_kv_cache_usage_ratio"][0].labels["engine"] == "0"
     assert m["vllmlog_requests_in_flight"][0].value == 0
@@ -180,3 +182,21 @@ def test_bounded_live_state_finds_what_analyze_finds_on_the_whole_corpus() -> No
         live = sorted(x.code for x in diagnose(st.snapshot(), fill_text=False))
         full = sorted(x.code for x in diagnose(load(str(path), year=2026), fill_text=False))
         assert live == full, path.name
+
+
+def test_histograms_hold_the_summarys_latency_values(tmp_path: Path) -> None:
+    """A handbook log with logged TTFT/TPOT/e2e: the live histograms count exactly the values the summary's
+    percentiles are over (successful requests, measured), and sum to the same total."""
+    from vllmlog.numbers import compute
+
+    src = Path(__file__).parent / "data" / "heldout" / "18-handbook-slow-decode.log"
+    _, st = _follow_in_pieces(src, tmp_path / "h.log", seed=5)
+    m = _metrics(st)
+    n = compute(load(str(src), year=2026))
+    for fam, metric in (("vllmlog_time_to_first_token_seconds", "ttft_s"), ("vllmlog_e2e_request_latency_seconds", "e2e_s"),
+                        ("vllmlog_time_per_output_token_seconds", "tpot_s")):
+        count = next(s.value for s in m[fam] if s.name.endswith("_count"))
+        total = next(s.value for s in m[fam] if s.name.endswith("_sum"))
+        d = n["latency"][metric]
+        assert d["basis"] == "measured" and count == d["count"] > 0
+        assert abs(total - d["mean"] * d["count"]) < 1e-6

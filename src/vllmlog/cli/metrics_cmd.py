@@ -27,7 +27,16 @@ def _resolve_version(vllm_version: Optional[str], from_log: Optional[Path], from
     from ..prommetrics.versions import version_from_log
 
     if vllm_version:
-        return parse_version(vllm_version)
+        from ..prommetrics.catalog import LATEST
+        from ..prommetrics.versions import RELEASES
+
+        v = parse_version(vllm_version)
+        if v[:2] > LATEST[:2] or v[:2] < RELEASES[0][:2]:
+            raise ConfigError(f"vLLM {vllm_version} is not a release vllmlog knows "
+                              f"({RELEASES[0][0]}.{RELEASES[0][1]} – {LATEST[0]}.{LATEST[1]})",
+                              hint="its metric names are unknown: pass a known release (`vllmlog metric-names "
+                                   f"--vllm-version {LATEST[0]}.{LATEST[1]}` lists the newest one's), or --from-scrape URL")
+        return v
     if from_log:
         v = version_from_log(str(from_log))
         if v is None:
@@ -58,8 +67,10 @@ def _resolve_version(vllm_version: Optional[str], from_log: Optional[Path], from
 
 @app.command("scrape")
 def scrape(
-    urls: list[str] = typer.Argument(None, help="vLLM /metrics URLs (host:port is enough); one per replica."),
-    file: list[Path] = typer.Option(None, "--file", "-f", help="Saved snapshot .prom file (repeatable, in time order)."),
+    urls: list[str] = typer.Argument(None, help="vLLM /metrics URLs (host:port is enough); one per replica. With "
+                                     "--file: more snapshot files (`--file a.prom b.prom`)."),
+    file: list[Path] = typer.Option(None, "--file", "-f", help="Saved snapshot .prom files, in time order "
+                                    "(`--file a.prom b.prom c.prom`, or --file repeated)."),
     interval: str = typer.Option("10s", "--interval", help="Time between samples (rates need two)."),
     count: int = typer.Option(2, "--count", "-n", help="Number of samples per target."),
     prometheus: Optional[str] = typer.Option(None, "--prometheus", help="Read the series from this Prometheus (query_range)."),
@@ -78,6 +89,10 @@ def scrape(
 
     if fail_on not in SEVERITIES:
         raise ConfigError(f"unknown severity {fail_on!r}", hint="use " + ", ".join(SEVERITIES))
+    if file and urls:
+        # `--file a.prom b.prom`: the option takes one value, the rest arrive as positional arguments
+        file = list(file) + [Path(u) for u in urls]
+        urls = []
     sources = sum(bool(x) for x in (urls, file, prometheus))
     if sources != 1:
         raise ConfigError("give exactly one source: URL(s), --file, or --prometheus",

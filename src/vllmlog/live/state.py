@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 
 from ..journeys import Journey
+from ..numbers import latency_value
 from ..model import Event
 from ..parsing.parser import LineParser
 from ..reader import ParseStats
@@ -346,9 +347,12 @@ class LiveState:
         status = j.status or "unknown"
         self.requests[(model, status)] += 1
         for attr, (name, edges) in HISTOGRAMS.items():
-            v = getattr(j, attr, None)
-            if v is None or v < 0:
+            # the summary's gate (vllm bench serve): successful requests, measured values only — a streaming
+            # histogram cannot keep estimated values apart, so 1-second estimates stay out of it
+            vb = latency_value(j, attr)
+            if vb is None or vb[1] != "measured" or vb[0] < 0:
                 continue
+            v = vb[0]
             h = self.hist.get((name, model))
             if h is None:
                 h = self.hist[(name, model)] = Histogram(edges)

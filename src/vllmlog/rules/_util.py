@@ -738,3 +738,9 @@ def load_reason(e: Event, max_lines: int = 80) -> str | None:
             if r is not None:
                 return str(r[1].get("reason") or "model_load_error")
     return None
+
+
+def exit_code_text(code: Any) -> str:
+    """``exit code -9`` — or, when the log says ``(exit code: None)`` or nothing, ``no exit code``
+    (the process vanished without one), never ``exit code None``."""
+    return "no exit code" if code is None or str(code) == "None" else f"exit code {code}"

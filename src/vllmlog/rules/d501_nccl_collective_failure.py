@@ -79,7 +79,7 @@ class NcclCollectiveFailure(Rule):
                 msg = "Distributed communication error: " + (
                     f"{str(f.get('exc_type') or 'error').rsplit('.', 1)[-1]}: {exc}"[:160] if exc else u.msg_of(e)[:160])
             if died:
-                msg += f"; worker died (exit code {died[0].fields.get('exit_code')})"
+                msg += f"; worker died ({u.exit_code_text(died[0].fields.get('exit_code'))})"
             fin = self.finding(
                 msg + ".", evidence=u.dedupe([u.first(e)] + [u.first(x) for x in evs if x is not e][:2]
                                              + [u.first(x) for x in died[:1]]),

@@ -84,7 +84,7 @@ class EngineDead(Rule):
             evid += am.evidence
             what = {
                 "engine_core_died": "the EngineCore process exited unexpectedly (no traceback: killed by a signal)",
-                "worker_died": f"worker {root.fields.get('worker') or ('rank ' + str(root.fields['rank']) if root.fields.get('rank') else '')} died (exit code {root.fields.get('exit_code')})",
+                "worker_died": f"worker {root.fields.get('worker') or ('rank ' + str(root.fields['rank']) if root.fields.get('rank') else '')} died ({u.exit_code_text(root.fields.get('exit_code'))})",
             }.get(root.kind, "the EngineCore hit a fatal error")
             detail = f" ({str(exc_t).rsplit('.', 1)[-1] + ': ' if exc_t else ''}{str(exc)[:120]})" if exc else ""
             damage = []

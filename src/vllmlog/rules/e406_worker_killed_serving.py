@@ -48,7 +48,7 @@ class WorkerKilledServing(Rule):
             code = e.fields.get("exit_code")
             running = next((s.running for s in reversed(v.stats) if s.line < e.line), None)
             yield self.finding(
-                (f"Worker {e.fields.get('worker') or ''} died with exit code {code} while serving and no Python error "
+                (f"Worker {e.fields.get('worker') or ''} died ({u.exit_code_text(code)}) while serving and no Python error "
                  if e.kind == "worker_died" else "The engine core exited while serving with no Python error ")
                 + ("(the kernel OOM killer: " + kernel[0].message[:120] + ")" if kernel else "(a SIGKILL, typically the OOM killer)")
                 + "; the engine died"

@@ -70,7 +70,7 @@ class StartupWorkerKilled(Rule):
             evid = [u.first(e)] + u.startup_failure_lines(v, e.line) + [u.first(k) for k in kernel[:2]] \
                 + ([u.first(kv_line[-1])] if kv_line else [])
             yield self.finding(
-                f"Worker {e.fields.get('worker') or ''} died with exit code {code} {stage} and no Python error; "
+                f"Worker {e.fields.get('worker') or ''} died ({u.exit_code_text(code)}) {stage} and no Python error; "
                 "the server never became ready "
                 + (f"(the kernel OOM killer: {kernel[0].message[:120]})." if kernel else "(a SIGKILL, almost always the kernel OOM killer)."),
                 evidence=u.dedupe(evid), first_seen=e.ts, last_seen=e.ts, count=len(dead), file=v.file,
