@@ -55,7 +55,7 @@ typedef struct {
     Py_ssize_t prefix_len;
     char *contains;   /* guard: literal the guarded regex needs (NULL: none) */
     Py_ssize_t contains_len;
-    int check_next;   /* the next line must not continue this record */
+    int post;         /* a native post-processing routine (POST_*), 0 none: the pattern's ``post`` done here */
     int strict_decode;/* Decode line in the pure-Python fast path's exact form: no next-line check */
     int nparts;
     Part *parts;
@@ -160,7 +160,7 @@ static char *dup_bytes(PyObject *o, Py_ssize_t *len) {
 
 /* entries: list of
  *   ("guard", prefix: bytes, contains: bytes|None)
- *   ("tmpl", index, src, kind_json: bytes, check_next, strict_decode,
+ *   ("tmpl", index, src, kind_json: bytes, post, strict_decode,
  *            [(type, lit: bytes|None, key: bytes|None, is_rid, is_str, memo|None), ...])   prefix = first literal */
 static PyObject *compile_table(PyObject *self, PyObject *args) {
     (void)self;
@@ -190,7 +190,7 @@ static PyObject *compile_table(PyObject *self, PyObject *args) {
         }
         PyObject *parts;
         PyObject *kj;
-        if (!PyArg_ParseTuple(it, "siiOiiO!UU", &tag, &e->index, &e->src, &kj, &e->check_next, &e->strict_decode,
+        if (!PyArg_ParseTuple(it, "siiOiiO!UU", &tag, &e->index, &e->src, &kj, &e->post, &e->strict_decode,
                               &PyList_Type, &parts, &e->kind, &e->pattern_id))
             goto fail;
         Py_INCREF(e->kind);
@@ -357,23 +357,6 @@ static int match_tmpl(const Entry *e, const char *s, const char *end, Span *hole
     return s == end;
 }
 
-/* the next line would continue an enveloped record: "] " + indentation or a Traceback (over-approximated;
- * a control character anywhere — an ANSI colour code the parser strips first, a \r — counts as a maybe) */
-static int continues(const char *s, Py_ssize_t n) {
-    const char *end = s + n;
-    for (const char *c = s; c < end; c++)
-        if ((unsigned char)*c < 0x20) return 1;
-    const char *q = s;
-    while ((q = (const char *)memchr(q, ']', end - q)) != NULL) {
-        q++;
-        const char *r = q;
-        if (r < end && *r == ' ') r++;
-        if (r < end && (*r == ' ' || *r == '\t')) return 1;
-        if (end - r >= 9 && memcmp(r, "Traceback", 9) == 0) return 1;
-    }
-    return 0;
-}
-
 static int level_len(const char *s, Py_ssize_t n, int uvicorn) {
     /* DEBUG INFO WARNING ERROR CRITICAL (+ TRACE for uvicorn) */
     switch (s[0]) {
@@ -395,130 +378,594 @@ static int days_in(int y, int m) {
 
 static inline int two(const char *s) { return (isdig(s[0]) && isdig(s[1])) ? (s[0] - '0') * 10 + (s[1] - '0') : -1; }
 
+/* ------------------------------------------------------------------ one physical line, read as the parser does
+ *
+ * analyze_line() mirrors the first half of LineParser._run for one line: the wrappers the parser would strip
+ * (journald, kubectl, docker compose, ANSI, \r updates, torch's [rankN]:, Ray's [repeated Nx]) make the line
+ * L_BAIL (the Python state machine reads it); vLLM's process tag is stripped; then the line is an enveloped vLLM
+ * line (L_ENV), a uvicorn line (L_UVI) or a raw line (L_RAW). Wherever Python's Unicode semantics (\s, \d, \w,
+ * str.isupper) could read a non-ASCII character differently from an ASCII test, the line is L_BAIL too. */
+enum { L_BAIL = 0, L_ENV = 1, L_UVI = 2, L_RAW = 3 };
+#define MAX_TEXT 65536  /* parser.MAX_TEXT: a longer record's text is truncated by the Python path */
+
 typedef struct {
-    int L, src, mo, dd, hh, mi, ss, frac, space1;
-    const char *srcs;
+    int shape;
+    int L, mo, dd, hh, mi, ss, space1;
+    int quotes;        /* '"' or '\\' in the line: its text needs escaping in JSON */
+    int bracket;       /* raw line starting with '[' (C++ lines: own timestamp, level): a new record is Python's */
+    int json;          /* raw line "{…}" (a JSON record): Python's */
+    int cr;            /* the line ended in '\r' (vLLM's NewLineFormatter: the next line continues the record) */
+    Py_ssize_t textn;  /* the physical line's length without its trailing '\r's (what the record's text keeps) */
+    const char *srcs;  /* env: "file.py:N" */
     Py_ssize_t srcn;
     const char *proc;  /* "(APIServer pid=N) " prefix: what is inside the parentheses (NULL: none) */
     Py_ssize_t procn;
-    const char *lvl;   /* the level word (after the prefix) */
-} Info;
+    const char *lvl;   /* env/uvicorn: the level word */
+    const char *s;     /* the line after the process tag (raw lines: the message) */
+    Py_ssize_t sn;
+    const char *msg;   /* env/uvicorn: the message */
+    Py_ssize_t msgn;
+} LI;
 
-/* Parse one line: the template entry it matches (holes filled, info set), or NULL. No state is consulted. */
-#define MAX_TEXT 65536  /* parser.MAX_TEXT: a longer line's text is truncated by the Python path */
+static inline int isword(unsigned char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static inline int starts(const char *s, Py_ssize_t n, const char *lit) {
+    size_t k = strlen(lit);
+    return (size_t)n >= k && memcmp(s, lit, k) == 0;
+}
 
-static const Entry *classify(const Table *t, const char *s, Py_ssize_t n, int year, Info *in, Span *holes, int *quotes_out,
-                             int ascii_only) {
-    if (n < 6 || n > MAX_TEXT) return NULL;
+/* strict UTF-8 (what bytes.decode('utf-8') accepts); 0 when invalid */
+static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) { i++; continue; }
+        if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return 0;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (i + 2 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
+            if (c == 0xE0 && s[i + 1] < 0xA0) return 0;
+            if (c == 0xED && s[i + 1] > 0x9F) return 0;  /* surrogates */
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (i + 3 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80) return 0;
+            if (c == 0xF0 && s[i + 1] < 0x90) return 0;
+            if (c == 0xF4 && s[i + 1] > 0x8F) return 0;
+            i += 4;
+        } else
+            return 0;
+    }
+    return 1;
+}
+
+/* all characters whitespace (str.strip() would leave nothing); no control characters reach here */
+static int all_ws(const char *s, Py_ssize_t n) {
+    const unsigned char *p = (const unsigned char *)s, *e = p + n;
+    while (p < e) {
+        int k = uspace(p, e);
+        if (!k) return 0;
+        p += k;
+    }
+    return 1;
+}
+
+/* the envelope's level word: its length; -1 for WARN / FATAL (Python normalises them: its business); 0 none */
+static int env_level(const char *s, Py_ssize_t n) {
+    int L = level_len(s, n, 0);
+    if (L) return L;
+    if ((n >= 5 && memcmp(s, "WARN ", 5) == 0) || (n >= 6 && memcmp(s, "FATAL ", 6) == 0)) return -1;
+    return 0;
+}
+
+/* docker compose's "name  | " prefix (envelope.DOCKER): 1 matches, 0 not, -1 cannot tell (non-ASCII) */
+static int docker_prefix(const char *s, Py_ssize_t n) {
+    const unsigned char *p = (const unsigned char *)s, *e = p + n;
+    if (p >= e || !(isdig((char)*p) || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) return 0;
+    p++;
+    int run = 0;
+    while (p < e && (isword(*p) || *p == '.' || *p == '-')) { p++; run++; }
+    if (p < e && *p >= 0x80 && !uspace(p, e)) return -1;  /* \w is Unicode */
+    if (run > 62) return 0;
+    int k;
+    while (p < e && (k = uspace(p, e))) p += k;
+    return (e - p >= 2 && p[0] == '|' && p[1] == ' ') ? 1 : 0;
+}
+
+/* uvicorn's "LEVEL:<whitespace>message" (envelope.UVICORN): the message start, or NULL */
+static const char *uvicorn_msg(const char *s, const char *end, const char **lvl, int *L) {
+    int k = level_len(s, end - s, 1);
+    if (!k || s + k >= end || s[k] != ':') return NULL;
+    const char *m = s + k + 1;
+    int w = uspace((const unsigned char *)m, (const unsigned char *)end);
+    if (!w) return NULL;
+    while (m < end && (w = uspace((const unsigned char *)m, (const unsigned char *)end))) m += w;
+    *lvl = s;
+    *L = k;
+    return m;
+}
+
+static int analyze_line(const char *s, Py_ssize_t n, int year, LI *li, int validate) {
     const char *end = s + n;
-    int quotes = 0;
+    li->shape = L_BAIL;
+    li->bracket = li->json = 0;
+    li->proc = NULL;
+    li->procn = 0;
+    li->cr = 0;
+    while (n && s[n - 1] == '\r') { n--; li->cr = 1; }  /* text.rstrip("\r") */
+    end = s + n;
+    li->textn = n;
+    if (n > MAX_TEXT) return L_BAIL;
     {
         /* control characters (\r, ESC, tabs) go to the Python path; quotes and backslashes are noted.
          * Eight bytes at a time: a byte < 0x20, or equal to '"' or '\\' (high bytes never flag). */
         const char *c = s;
         const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-        uint64_t acc_q = 0;
+        uint64_t acc_q = 0, acc_h = 0;
+        int quotes = 0;
         for (; end - c >= 8; c += 8) {
             uint64_t x;
             memcpy(&x, c, 8);
-            if ((x - ones * 0x20) & ~x & highs) return NULL;
-            if (ascii_only && (x & highs)) return NULL;
+            if ((x - ones * 0x20) & ~x & highs) return L_BAIL;
+            acc_h |= x & highs;
             uint64_t q = x ^ (ones * '"'), bs = x ^ (ones * '\\');
             acc_q |= ((q - ones) & ~q & highs) | ((bs - ones) & ~bs & highs);
         }
         for (; c < end; c++) {
             unsigned char u = (unsigned char)*c;
-            if (u < 0x20 || (ascii_only && u >= 0x80)) return NULL;
+            if (u < 0x20) return L_BAIL;
+            if (u >= 0x80) acc_h = 1;
             if (u == '"' || u == '\\') quotes = 1;
         }
-        if (acc_q) quotes = 1;
+        li->quotes = quotes || acc_q != 0;
+        if (acc_h && validate && !utf8_ok((const unsigned char *)s, n)) return L_BAIL;
     }
-    *quotes_out = quotes;
-    if (n >= 8 && memcmp(end - 8, "cluster]", 8) == 0) return NULL;  /* Ray's [repeated Nx across cluster] */
-    in->proc = NULL;
-    in->procn = 0;
-    if (s[0] == '(') {
+    if (n == 0) {  /* an empty raw line */
+        li->shape = L_RAW; li->s = s; li->sn = 0; li->msg = s; li->msgn = 0;
+        return L_RAW;
+    }
+    unsigned char c0 = (unsigned char)s[0];
+    if (c0 >= 0x80) return L_BAIL;  /* str.isupper / isdigit of a non-ASCII first character */
+    if (c0 >= 'A' && c0 <= 'Z') {  /* journald "Mon DD HH:MM:SS host unit: " (checked before anything else) */
+        for (Py_ssize_t i = 0; i < n && i < 16; i++) if ((unsigned char)s[i] >= 0x80) return L_BAIL;
+        if (n > 12 && s[3] == ' ' && s[9] == ':' && s[12] == ':') return L_BAIL;
+    }
+    if (c0 == '[' && starts(s, n, "[pod/")) return L_BAIL;
+    if (isdig((char)c0)) {  /* kubectl/docker -t RFC 3339 stamp */
+        for (Py_ssize_t i = 0; i < n && i < 12; i++) if ((unsigned char)s[i] >= 0x80) return L_BAIL;
+        if (n > 10 && s[4] == '-' && s[10] == 'T') return L_BAIL;
+    }
+    if (c0 != '(' && c0 != '[' && !starts(s, n, "INFO") && !starts(s, n, "WARN") && !starts(s, n, "ERROR") &&
+        !starts(s, n, "DEBUG") && !starts(s, n, "CRIT")) {
+        int d = docker_prefix(s, n);
+        if (d) return L_BAIL;  /* stripped by Python when " | " is in its first 72 characters: Python's call */
+    }
+    if (c0 == '(') {
         /* vLLM's process tag: ^\(([^()]*?\bpid=\d+[^()]*)\)\s? */
         const char *q = s + 1;
         while (q < end && *q != ')' && *q != '(') q++;
-        if (q >= end || *q != ')') return NULL;
-        int ok = 0;
-        for (const char *k = s + 1; k + 4 < q && !ok; k++) {
-            if (memcmp(k, "pid=", 4) != 0 || !isdig(k[4])) continue;
-            unsigned char b = (unsigned char)k[-1];
-            int word = b >= 0x80 || isdig((char)b) || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || b == '_';
-            if (k == s + 1 || !word) ok = 1;
+        if (q < end && *q == ')') {
+            int ok = 0;
+            for (const char *k = s + 1; k + 4 < q && !ok; k++) {
+                if (memcmp(k, "pid=", 4) != 0) continue;
+                unsigned char d = (unsigned char)k[4];
+                if (d >= 0x80) return L_BAIL;  /* \d is Unicode */
+                if (!isdig((char)d)) continue;
+                unsigned char b = (unsigned char)k[-1];
+                if (k != s + 1 && b >= 0x80) return L_BAIL;  /* \b next to a non-ASCII character */
+                if (k == s + 1 || !isword(b)) ok = 1;
+            }
+            if (ok) {
+                li->proc = s + 1;
+                li->procn = q - (s + 1);
+                q++;
+                int w = uspace((const unsigned char *)q, (const unsigned char *)end);
+                q += w;  /* \s? : one whitespace character */
+                s = q;
+                n = end - q;
+            }
         }
-        if (!ok) return NULL;
-        in->proc = s + 1;
-        in->procn = q - (s + 1);
-        q++;
-        if (q < end && *q == ' ') q++;
-        n = end - q;
-        s = q;
-        if (n < 6) return NULL;
     }
-    in->lvl = s;
-    int L = level_len(s, n, 1);
-    if (!L) return NULL;
-    in->L = L;
-    in->frac = 0;
-    in->space1 = 1;
-    const char *msg;
-    if (s[L] == ':') {
-        /* uvicorn: "INFO:     message" */
-        const char *m = s + L + 1;
-        if (m >= end || *m != ' ') return NULL;
-        while (m < end && *m == ' ') m++;
-        msg = m;
-        in->src = SRC_UVICORN;
-    } else if (s[L] == ' ' && s[0] != 'T') {
-        /* vLLM: "LEVEL MM-DD HH:MM:SS[.fff] [file.py:N] message"; quotes would need escaping in 'source' */
+    li->s = s;
+    li->sn = n;
+    if (n >= 5 && s[0] == '[' && memcmp(s + 1, "rank", 4) == 0) return L_BAIL;  /* torch's [rankN]: prefix */
+    if (n >= 8 && memcmp(end - 8, "cluster]", 8) == 0) return L_BAIL;   /* Ray's [repeated Nx across cluster] */
+    int L = n ? env_level(s, n) : 0;
+    if (L < 0) return L_BAIL;
+    if (L && s[L] == ' ') {
+        /* vLLM: "LEVEL MM-DD HH:MM:SS [file.py:N] message" — anything else that starts like it is Python's */
         const char *p = s + L + 1;
-        if (end - p < 16 || quotes) return NULL;
-        in->mo = two(p); in->dd = two(p + 3); in->hh = two(p + 6); in->mi = two(p + 9); in->ss = two(p + 12);
-        if (in->mo < 1 || in->mo > 12 || in->dd < 1 || in->hh < 0 || in->hh > 23 || in->mi < 0 || in->mi > 59 ||
-            in->ss < 0 || in->ss > 59 || p[2] != '-' || p[5] != ' ' || p[8] != ':' || p[11] != ':')
-            return NULL;
-        if (in->dd > days_in(year, in->mo)) return NULL;
+        if (end - p < 16) return L_BAIL;
+        li->lvl = s;
+        li->L = L;
+        li->space1 = 1;
+        li->mo = two(p); li->dd = two(p + 3); li->hh = two(p + 6); li->mi = two(p + 9); li->ss = two(p + 12);
+        if (li->mo < 1 || li->mo > 12 || li->dd < 1 || li->hh < 0 || li->hh > 23 || li->mi < 0 || li->mi > 59 ||
+            li->ss < 0 || li->ss > 59 || p[2] != '-' || p[5] != ' ' || p[8] != ':' || p[11] != ':')
+            return L_BAIL;
+        if (li->dd > days_in(year, li->mo)) return L_BAIL;
         p += 14;
         /* fractional seconds ("18:31:27,123" / ".123456"): the Python path keeps them in the timestamp */
-        if (*p == '.' || *p == ',') return NULL;
-        if (p >= end || *p != ' ') return NULL;
+        if (*p == '.' || *p == ',') return L_BAIL;
+        if (p >= end || *p != ' ') return L_BAIL;
         p++;
         if (p < end && *p == '[') p++;
-        in->srcs = p;
+        li->srcs = p;
         /* the source runs to the first ']' and ends in ':digits'; no whitespace in it */
         const char *q = p;
         while (q < end && *q != ']' && !uspace((const unsigned char *)q, (const unsigned char *)end)) q++;
-        if (q >= end || *q != ']') return NULL;
+        if (q >= end || *q != ']') return L_BAIL;
         const char *d = q;
         while (d > p && isdig(d[-1])) d--;
-        if (d == q || d - p < 2 || d[-1] != ':') return NULL;
-        in->srcn = q - p;
+        if (d == q || d - p < 2 || d[-1] != ':') return L_BAIL;
+        for (const char *k = p; k < q; k++) if ((unsigned char)*k >= 0x80) return L_BAIL;
+        li->srcn = q - p;
         q++;
-        if (q < end && *q == ' ') q++; else in->space1 = 0;
-        msg = q;
-        in->src = SRC_ENV;
-    } else
-        return NULL;
+        if (q < end && *q == ' ') q++; else li->space1 = 0;
+        li->msg = q;
+        li->msgn = end - q;
+        li->shape = L_ENV;
+        return L_ENV;
+    }
+    const char *um = uvicorn_msg(s, end, &li->lvl, &li->L);
+    if (um) {
+        li->msg = um;
+        li->msgn = end - um;
+        li->shape = L_UVI;
+        return L_UVI;
+    }
+    li->msg = s;
+    li->msgn = n;
+    li->bracket = s[0] == '[';
+    li->json = s[0] == '{' && end[-1] == '}';
+    li->shape = L_RAW;
+    return L_RAW;
+}
 
-    /* dispatch: entries in the registry's order */
+/* ------------------------------------------------------------------ native post-processing
+ *
+ * Some patterns compute their fields in a Python ``post`` function (parsing/requests.py). For the busiest ones the
+ * same computation is done here, on the message the template matched: each routine either gives exactly the regex's
+ * and post's result, or declines (0) — then the registry classifies the line itself. Every place where the regex
+ * engine's Unicode classes (\d, \w, \s, str.strip) could differ from an ASCII test declines. */
+enum { POST_NONE = 0, POST_RECEIVED = 1, POST_GENERATED = 2, POST_ABORTED_MANY = 3 };
+enum { PF_INT = 0, PF_STR = 1, PF_NULL = 2, PF_IDS = 3 };
+static PyObject *PNAME[8];
+static const char *PNAME_S[8] = {"max_tokens", "n", "prompt_tokens", "finish_reason", "streaming", "output_tokens", "request_ids", NULL};
+enum { PN_MAXTOK = 0, PN_N, PN_PROMPT, PN_FINISH, PN_STREAMING, PN_OUTPUT, PN_IDS };
+
+typedef struct {
+    int n;
+    struct { int name; int type; long long iv; Span sv; } f[4];
+    int has_rid;
+    Span rid;
+} Post;
+
+static int post_add_int(Post *po, int name, long long v) {
+    po->f[po->n].name = name; po->f[po->n].type = PF_INT; po->f[po->n].iv = v; po->n++;
+    return 1;
+}
+
+/* ASCII digits at s (\d+ greedy): the count, 0 none, -1 cannot tell (non-ASCII next to them) or too long */
+static int digits_at(const char *s, const char *end, long long *v) {
+    const char *p = s;
+    if (p < end && (unsigned char)*p >= 0x80) return -1;
+    while (p < end && isdig(*p)) p++;
+    if (p < end && (unsigned char)*p >= 0x80) return -1;
+    int k = (int)(p - s);
+    if (k == 0) return 0;
+    if (k > 18) return -1;
+    long long x = 0;
+    for (const char *q = s; q < p; q++) x = x * 10 + (*q - '0');
+    *v = x;
+    return k;
+}
+
+/* re.search(lit + r"(\d+)") (with \b before the literal when ``wordb``): 1 found (v), 0 none, -1 cannot tell */
+static int search_int(const char *s, const char *end, const char *lit, int wordb, long long *v) {
+    Py_ssize_t ln = (Py_ssize_t)strlen(lit);
+    const char *p = s;
+    while ((p = find_lit(p, end, lit, ln)) != NULL) {
+        int ok = 1;
+        if (wordb && p > s) {
+            unsigned char b = (unsigned char)p[-1];
+            if (b >= 0x80) return -1;
+            if (isword(b)) ok = 0;
+        }
+        if (ok) {
+            int k = digits_at(p + ln, end, v);
+            if (k < 0) return -1;
+            if (k > 0) return 1;
+        }
+        p++;
+    }
+    return 0;
+}
+
+/* requests._received on the body after "Received request <id>: " */
+static int post_received(const Span *body, Post *po) {
+    const char *s = body->s, *end = body->s + body->n;
+    long long v;
+    int r = search_int(s, end, "max_tokens=", 1, &v);
+    if (r < 0) return 0;
+    if (r) post_add_int(po, PN_MAXTOK, v);
+    r = search_int(s, end, "SamplingParams(n=", 0, &v);
+    if (r < 0) return 0;
+    if (r) post_add_int(po, PN_N, v);
+    r = search_int(s, end, "prompt_token_ids len: ", 0, &v);
+    if (r < 0) return 0;
+    if (r) { post_add_int(po, PN_PROMPT, v); return 1; }
+    const char *q = find_lit(s, end, "prompt_token_ids: [", 19);
+    if (!q) return 1;
+    const char *a = q + 19, *b = (const char *)memchr(a, ']', end - a);
+    if (!b) return 1;
+    if (find_lit(a, b, "...", 3)) return 1;
+    long long commas = 0;
+    int any = 0;
+    for (const char *c = a; c < b; c++) {
+        unsigned char u = (unsigned char)*c;
+        if (u >= 0x80) return 0;  /* str.strip() of Unicode whitespace */
+        if (u == ',') commas++;
+        if (u != ' ') any = 1;
+    }
+    post_add_int(po, PN_PROMPT, any ? commas + 1 : 0);
+    return 1;
+}
+
+/* the tail of the generated-response regex from position p:
+ * (?:, )?(?:output_token_ids: (\[[^\]]*\]|None))?(?:, )?(?:finish_reason: (\w+))?$  — tried in the regex engine's
+ * order; 1 match (ids / fin set, .s NULL when the group did not take part), 0 none, -1 cannot tell */
+static int gen_tail(const char *p, const char *end, Span *ids, Span *fin) {
+    for (int a = 0; a < 2; a++) {
+        const char *pa = p;
+        if (a == 0) { if (end - pa >= 2 && pa[0] == ',' && pa[1] == ' ') pa += 2; else continue; }
+        for (int b = 0; b < 3; b++) {
+            const char *pb = pa;
+            Span sid = {NULL, 0};
+            if (b < 2) {
+                if (!starts(pb, end - pb, "output_token_ids: ")) continue;
+                const char *x = pb + 18;
+                if (b == 0) {
+                    if (x >= end || *x != '[') continue;
+                    const char *y = (const char *)memchr(x, ']', end - x);
+                    if (!y) continue;
+                    sid.s = x; sid.n = y + 1 - x;
+                    pb = y + 1;
+                } else {
+                    if (!starts(x, end - x, "None")) continue;
+                    sid.s = x; sid.n = 4;
+                    pb = x + 4;
+                }
+            }
+            for (int c = 0; c < 2; c++) {
+                const char *pc = pb;
+                if (c == 0) { if (end - pc >= 2 && pc[0] == ',' && pc[1] == ' ') pc += 2; else continue; }
+                for (int d = 0; d < 2; d++) {
+                    const char *pd = pc;
+                    Span sf = {NULL, 0};
+                    if (d == 0) {
+                        if (!starts(pd, end - pd, "finish_reason: ")) continue;
+                        const char *w = pd + 15, *z = w;
+                        while (z < end && isword((unsigned char)*z)) z++;
+                        if (z < end && (unsigned char)*z >= 0x80) return -1;
+                        if (z == w || z != end) continue;  /* \w+ must reach the end ($) */
+                        sf.s = w; sf.n = z - w;
+                        pd = z;
+                    }
+                    if (pd == end) { *ids = sid; *fin = sf; return 1; }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static inline const char *next_char(const char *p, const char *end) {
+    p++;
+    while (p < end && ((unsigned char)*p & 0xC0) == 0x80) p++;
+    return p;
+}
+
+/* requests.req.generated's regex + requests._generated, on the text after "Generated response " */
+static int post_generated(const Span *rest, Post *po) {
+    const char *s = rest->s, *end = rest->s + rest->n;
+    static const char *MODES[2] = {" (streaming delta)", " (streaming complete)"};
+    /* (?P<request_id>\S+?) : lazy, one character at a time */
+    for (const char *re = s; re < end;) {
+        if (uspace((const unsigned char *)re, (const unsigned char *)end)) break;  /* \S */
+        re = next_char(re, end);
+        for (int m = 0; m < 3; m++) {
+            const char *pm = re;
+            int mode = -1;
+            if (m < 2) { if (!starts(pm, end - pm, MODES[m])) continue; pm += strlen(MODES[m]); mode = m; }
+            for (int dt = 0; dt < 2; dt++) {
+                const char *pd = pm;
+                if (dt == 0) { if (!starts(pd, end - pd, " details")) continue; pd += 8; }
+                if (!starts(pd, end - pd, ": ")) continue;
+                const char *r = pd + 2;
+                Span ids = {NULL, 0}, fin = {NULL, 0};
+                int ok = 0;
+                if (starts(r, end - r, "output: ")) {
+                    for (const char *o = r + 8; o <= end; o = next_char(o, end)) {  /* (?P<_out>.*?) lazy */
+                        int g = gen_tail(o, end, &ids, &fin);
+                        if (g < 0) return 0;
+                        if (g) { ok = 1; break; }
+                        if (o == end) break;
+                    }
+                }
+                if (!ok) {
+                    int g = gen_tail(r, end, &ids, &fin);
+                    if (g < 0) return 0;
+                    ok = g;
+                }
+                if (!ok) continue;
+                po->has_rid = 1;
+                po->rid.s = s; po->rid.n = re - s;
+                if (fin.s) {
+                    if (fin.n == 4 && memcmp(fin.s, "None", 4) == 0) { po->f[po->n].name = PN_FINISH; po->f[po->n].type = PF_NULL; }
+                    else { po->f[po->n].name = PN_FINISH; po->f[po->n].type = PF_STR; po->f[po->n].sv = fin; }
+                    po->n++;
+                }
+                po->f[po->n].name = PN_STREAMING;
+                if (mode < 0) po->f[po->n].type = PF_NULL;
+                else {
+                    po->f[po->n].type = PF_STR;
+                    po->f[po->n].sv.s = mode == 0 ? "delta" : "complete";
+                    po->f[po->n].sv.n = mode == 0 ? 5 : 8;
+                }
+                po->n++;
+                if (ids.s && !(ids.n == 4 && memcmp(ids.s, "None", 4) == 0)) {
+                    /* ids.strip("[]").strip(): count the commas of what is left */
+                    const char *a = ids.s, *b = ids.s + ids.n;
+                    while (a < b && (*a == '[' || *a == ']')) a++;
+                    while (b > a && (b[-1] == '[' || b[-1] == ']')) b--;
+                    long long commas = 0;
+                    int any = 0;
+                    for (const char *c = a; c < b; c++) {
+                        if ((unsigned char)*c >= 0x80) return 0;
+                        if (*c == ',') commas++;
+                        if (*c != ' ') any = 1;
+                    }
+                    post_add_int(po, PN_OUTPUT, any ? commas + 1 : 0);
+                }
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* requests.req.aborted_many: (?P<ids>.+?)\.?$ then the ids split on ',' and stripped */
+static int post_aborted_many(const Span *rest, Post *po) {
+    const char *s = rest->s, *end = rest->s + rest->n;
+    if (end == s) return 0;
+    for (const char *c = s; c < end; c++) if ((unsigned char)*c >= 0x80) return 0;
+    Py_ssize_t n = end - s;
+    if (n >= 2 && end[-1] == '.') n--;
+    po->f[0].name = PN_IDS; po->f[0].type = PF_IDS; po->f[0].sv.s = s; po->f[0].sv.n = n;
+    po->n = 1;
+    /* one id: it is the event's request id */
+    int k = 0;
+    const char *one = NULL, *one_e = NULL;
+    const char *a = s, *e = s + n;
+    while (a <= e) {
+        const char *c = (const char *)memchr(a, ',', e - a);
+        const char *b = c ? c : e;
+        const char *x = a, *y = b;
+        while (x < y && *x == ' ') x++;
+        while (y > x && y[-1] == ' ') y--;
+        if (y > x) { k++; one = x; one_e = y; }
+        if (!c) break;
+        a = c + 1;
+    }
+    if (k == 1) { po->has_rid = 1; po->rid.s = one; po->rid.n = one_e - one; }
+    return 1;
+}
+
+static int run_post(int post, const Entry *e, const Span *holes, Post *po) {
+    memset(po, 0, sizeof *po);
+    int last = 0;
+    for (int j = 0; j < e->nparts; j++) if (e->parts[j].type != P_LIT) last++;
+    const Span *rest = &holes[last - 1];  /* the template's last hole: the text the post reads */
+    switch (post) {
+    case POST_RECEIVED: return post_received(rest, po);
+    case POST_GENERATED: return post_generated(rest, po);
+    case POST_ABORTED_MANY: return post_aborted_many(rest, po);
+    }
+    return 0;
+}
+
+static int put_post_fields(Buf *b, const Post *po, int firstf) {
+    for (int i = 0; i < po->n; i++) {
+        const char *nm = PNAME_S[po->f[i].name];
+        if ((!firstf && buf_put(b, ",", 1) < 0) || buf_put(b, "\"", 1) < 0 || buf_put(b, nm, (Py_ssize_t)strlen(nm)) < 0 ||
+            buf_put(b, "\":", 2) < 0)
+            return -1;
+        firstf = 0;
+        switch (po->f[i].type) {
+        case PF_INT: if (buf_int(b, po->f[i].iv) < 0) return -1; break;
+        case PF_NULL: if (buf_put(b, "null", 4) < 0) return -1; break;
+        case PF_STR:
+            if (buf_put(b, "\"", 1) < 0 || buf_esc(b, po->f[i].sv.s, po->f[i].sv.n) < 0 || buf_put(b, "\"", 1) < 0) return -1;
+            break;
+        case PF_IDS: {
+            if (buf_put(b, "[", 1) < 0) return -1;
+            const char *a = po->f[i].sv.s, *e = a + po->f[i].sv.n;
+            int any = 0;
+            while (a <= e) {
+                const char *c = (const char *)memchr(a, ',', e - a);
+                const char *bb = c ? c : e, *x = a, *y = bb;
+                while (x < y && *x == ' ') x++;
+                while (y > x && y[-1] == ' ') y--;
+                if (y > x) {
+                    if ((any && buf_put(b, ",", 1) < 0) || buf_put(b, "\"", 1) < 0 || buf_esc(b, x, y - x) < 0 || buf_put(b, "\"", 1) < 0)
+                        return -1;
+                    any = 1;
+                }
+                if (!c) break;
+                a = c + 1;
+            }
+            if (buf_put(b, "]", 1) < 0) return -1;
+            break;
+        }
+        }
+    }
+    return 0;
+}
+
+static int dict_post_fields(PyObject *d, const Post *po) {
+    for (int i = 0; i < po->n; i++) {
+        PyObject *v = NULL;
+        switch (po->f[i].type) {
+        case PF_INT: v = PyLong_FromLongLong(po->f[i].iv); break;
+        case PF_NULL: v = Py_None; Py_INCREF(v); break;
+        case PF_STR: v = PyUnicode_DecodeUTF8(po->f[i].sv.s, po->f[i].sv.n, NULL); break;
+        case PF_IDS: {
+            v = PyList_New(0);
+            const char *a = po->f[i].sv.s, *e = a + po->f[i].sv.n;
+            while (v && a <= e) {
+                const char *c = (const char *)memchr(a, ',', e - a);
+                const char *bb = c ? c : e, *x = a, *y = bb;
+                while (x < y && *x == ' ') x++;
+                while (y > x && y[-1] == ' ') y--;
+                if (y > x) {
+                    PyObject *s = PyUnicode_DecodeUTF8(x, y - x, NULL);
+                    if (!s || PyList_Append(v, s) < 0) { Py_XDECREF(s); Py_CLEAR(v); break; }
+                    Py_DECREF(s);
+                }
+                if (!c) break;
+                a = c + 1;
+            }
+            break;
+        }
+        }
+        if (!v) return -1;
+        int r = PyDict_SetItem(d, PNAME[po->f[i].name], v);
+        Py_DECREF(v);
+        if (r < 0) return -1;
+    }
+    return 0;
+}
+
+
+/* The template entry an enveloped or uvicorn line's message matches (holes filled), or NULL: then the record is
+ * classified by the registry itself (memo / Python). Entries are in the registry's dispatch order; a guard (a
+ * pattern without a template) that may match, or a template whose literals are all there but which did not
+ * match (the regex may still), ends the search: the registry decides. */
+static const Entry *match_entry(const Table *t, const LI *li, Span *holes, Post *po) {
+    int src = li->shape == L_ENV ? SRC_ENV : SRC_UVICORN;
+    const char *msg = li->msg, *end = li->msg + li->msgn;
     for (int k = 0; k < t->n; k++) {
         const Entry *e = &t->e[k];
-        if (e->etype == E_TMPL && e->src != in->src) continue;
+        if (e->etype == E_TMPL && e->src != src) continue;
         if (end - msg < e->prefix_len || (e->prefix_len && msg[0] != e->prefix[0]) || memcmp(msg, e->prefix, e->prefix_len) != 0) continue;
         if (e->etype == E_GUARD) {
             if (!e->contains || find_lit(msg, end, e->contains, e->contains_len)) return NULL;
             continue;
         }
         if (match_tmpl(e, msg, end, holes)) {
-            /* an enveloped message ending in ':' may go on in the raw lines below it (the parser's raw_cont 3:
-             * a chat template, a config dump): the Python state machine decides */
-            if (in->src == SRC_ENV && end[-1] == ':') return NULL;
+            if (e->post && !run_post(e->post, e, holes, po)) return NULL;  /* declined: the registry decides */
             return e;
         }
-        /* no match here: the regex may still match when every literal of the template is in the message */
         int all = 1;
         for (int j = 1; j < e->nparts; j++)
             if (e->parts[j].type == P_LIT && e->parts[j].len && !find_lit(msg, end, e->parts[j].lit, e->parts[j].len)) { all = 0; break; }
@@ -527,41 +974,60 @@ static const Entry *classify(const Table *t, const char *s, Py_ssize_t n, int ye
     return NULL;
 }
 
-static inline const char *line_utf8(PyObject *o, Py_ssize_t *n) {
-    if (!PyUnicode_Check(o)) return NULL;
-    if (PyUnicode_IS_COMPACT_ASCII(o)) { *n = PyUnicode_GET_LENGTH(o); return (const char *)PyUnicode_DATA(o); }
-    const char *s = PyUnicode_AsUTF8AndSize(o, n);
-    if (!s) PyErr_Clear();
-    return s;
+
+/* envelope.EXC_LINE: 1 match, 0 not, -1 cannot tell (non-ASCII in the name) */
+static int exc_line(const char *s, Py_ssize_t n) {
+    static const char *SUF[] = {"Error", "Exception", "Exit", "Interrupt", "Warning", "Failure", "Timeout", "Cancelled", "Fault"};
+    Py_ssize_t i = 0, comp = 0;
+    for (;;) {
+        if (i >= n) return 0;
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) return -1;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_')) return 0;
+        comp = i;
+        i++;
+        while (i < n && isword((unsigned char)s[i])) i++;
+        if (i < n && (unsigned char)s[i] >= 0x80) return -1;
+        if (i < n && s[i] == '.') { i++; continue; }
+        break;
+    }
+    if (i < n && s[i] != ':') return 0;
+    Py_ssize_t cl = i - comp;
+    const char *cs = s + comp;
+    if (cl == 9 && memcmp(cs, "Exception", 9) == 0) return 1;
+    for (size_t k = 0; k < sizeof SUF / sizeof *SUF; k++) {
+        Py_ssize_t sl = (Py_ssize_t)strlen(SUF[k]);
+        if (cl > sl && memcmp(cs + cl - sl, SUF[k], sl) == 0) return 1;
+    }
+    return 0;
 }
 
-/* Where the lines come from: a list of str (cursor = index) or one bytes buffer of '\n'-separated lines
- * (cursor = byte offset of a line's start; past the last line = length + 1). Bytes must be ASCII to be handled
- * here (UTF-8 validation and the invalid-line accounting stay in Python). */
-typedef struct {
-    PyObject *list;
-    Py_ssize_t nlines;
-    const char *buf;
-    Py_ssize_t blen;
-} Src;
+/* envelope.is_tb_continuation: 1, 0, or -1 cannot tell */
+static int tb_cont(const char *s, Py_ssize_t n) {
+    if (n == 0) return 1;
+    if (s[0] == ' ' || s[0] == '\t') return 1;
+    static const char *TB[] = {"Traceback (most recent call last)", "During handling of the above exception",
+                               "The above exception was the direct cause", "Stack (most recent call last)", "^", "~", "+", "|"};
+    for (size_t k = 0; k < sizeof TB / sizeof *TB; k++) if (starts(s, n, TB[k])) return 1;
+    return exc_line(s, n);
+}
 
-static inline int src_line(const Src *src, Py_ssize_t cur, const char **s, Py_ssize_t *n, Py_ssize_t *next, int *ok) {
-    *ok = 1;
-    if (src->list) {
-        if (cur >= src->nlines) return 0;
-        *s = line_utf8(PyList_GET_ITEM(src->list, cur), n);
-        if (!*s) *ok = 0;
-        *next = cur + 1;
-        return 1;
+/* parser.PYWARN (\.py:\d+: \w*Warning: ) searched: 1, 0, -1 cannot tell */
+static int pywarn(const char *s, Py_ssize_t n) {
+    const char *end = s + n, *p = s;
+    while ((p = find_lit(p, end, "Warning: ", 9)) != NULL) {
+        const char *j = p;
+        while (j > s && isword((unsigned char)j[-1])) j--;
+        if (j > s && (unsigned char)j[-1] >= 0x80) return -1;
+        if (j - s >= 2 && j[-2] == ':' && j[-1] == ' ') {
+            const char *k = j - 2, *d = k;
+            while (d > s && isdig(d[-1])) d--;
+            if (d > s && (unsigned char)d[-1] >= 0x80) return -1;
+            if (d < k && d - s >= 4 && memcmp(d - 4, ".py:", 4) == 0) return 1;
+        }
+        p++;
     }
-    if (cur > src->blen) return 0;
-    const char *b = src->buf + cur;
-    const char *e = (const char *)memchr(b, '\n', src->blen - cur);
-    Py_ssize_t le = e ? e - src->buf : src->blen;
-    *s = b;
-    *n = le - cur;
-    *next = le + 1;
-    return 1;  /* non-ASCII bytes: classify(ascii_only) rejects the line */
+    return 0;
 }
 
 static PyObject *LEVELS[6];  /* interned level names, by length of the level word and first letter */
@@ -700,21 +1166,236 @@ static int write_number(Buf *b, const Part *p, const char *s, Py_ssize_t n) {
     return rc;
 }
 
-/* one Event (Event mode): file, line, line_end, ts, level, process, source, kind, request_id, fields, text,
- * pattern, template, ts_inherited */
+/* ------------------------------------------------------------------ records and their classification memo
+ *
+ * The scanner groups lines into records exactly as LineParser._run does (continuation rules mirrored below; where
+ * Python's answer needs the registry — "does this message match a pattern?" — it asks Python through a hook). A
+ * record's classification (kind, request id, fields, template) depends only on its shape, level and messages, so it
+ * is memoised by that key: a record seen before (the same warning, the same traceback) costs a hash lookup; a new
+ * one is classified by the parser's own Python code (hook), once. Single-line records whose message matches a fast
+ * template are written from the template directly. */
+
+static PyObject *HOOK_CLASSIFY, *HOOK_MSG_MATCH, *HOOK_RAW_MATCH;
+
+typedef struct MEnt {
+    uint64_t h;
+    char *key;
+    Py_ssize_t klen;
+    char *frag;        /* ',"kind":…,"request_id":…,"fields":{…}' */
+    Py_ssize_t flen;
+    PyObject *kind, *pattern, *rid, *fields, *tmpl, *lvl_none, *tkey;
+    long hits;         /* in the current scan */
+    Py_ssize_t first;  /* first line of the current scan's hits */
+    int touched;
+} MEnt;
+
+#define MEMO_SLOTS (1 << 17)
+#define MEMO_MAX_ENTRIES (1 << 16)
+#define MEMO_MAX_BYTES (48L << 20)
+static MEnt **MEMO;
+static long memo_n, memo_bytes, memo_hits_total, memo_miss_total;
+static int memo_full;
+
+static void ment_free(MEnt *m) {
+    if (!m) return;
+    PyMem_Free(m->key); PyMem_Free(m->frag);
+    Py_XDECREF(m->kind); Py_XDECREF(m->pattern); Py_XDECREF(m->rid); Py_XDECREF(m->fields); Py_XDECREF(m->tmpl);
+    Py_XDECREF(m->lvl_none); Py_XDECREF(m->tkey);
+    PyMem_Free(m);
+}
+static void memo_clear_all(void) {
+    if (!MEMO) return;
+    for (long i = 0; i < MEMO_SLOTS; i++) { ment_free(MEMO[i]); MEMO[i] = NULL; }
+    memo_n = memo_bytes = 0;
+    memo_full = 0;
+}
+static inline uint64_t hash_bytes(const char *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        h = (h ^ x) * 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+    h ^= h >> 32;
+    return h ? h : 1;
+}
+static MEnt *memo_get(uint64_t h, const char *k, Py_ssize_t n) {
+    if (!MEMO) return NULL;
+    for (long i = (long)(h & (MEMO_SLOTS - 1)), probe = 0; probe < MEMO_SLOTS; probe++, i = (i + 1) & (MEMO_SLOTS - 1)) {
+        MEnt *m = MEMO[i];
+        if (!m) return NULL;
+        if (m->h == h && m->klen == n && memcmp(m->key, k, n) == 0) return m;
+    }
+    return NULL;
+}
+static int memo_put(MEnt *m) {  /* 1 stored (owned by the memo), 0 not (full: the caller keeps it) */
+    if (!MEMO) {
+        MEMO = (MEnt **)PyMem_Calloc(MEMO_SLOTS, sizeof(MEnt *));
+        if (!MEMO) return 0;
+    }
+    if (memo_n >= MEMO_MAX_ENTRIES || memo_bytes + m->klen + m->flen > MEMO_MAX_BYTES) { memo_full = 1; return 0; }
+    long i = (long)(m->h & (MEMO_SLOTS - 1));
+    while (MEMO[i]) i = (i + 1) & (MEMO_SLOTS - 1);
+    MEMO[i] = m;
+    memo_n++;
+    memo_bytes += m->klen + m->flen + (long)sizeof(MEnt);
+    return 1;
+}
+
+/* classify a record's key through the parser's own Python code (parser._c_classify): a new entry */
+static MEnt *classify_key(const char *k, Py_ssize_t n, uint64_t h, int *cache) {
+    if (!HOOK_CLASSIFY) { PyErr_SetString(PyExc_RuntimeError, "_speedups: no classify hook"); return NULL; }
+    PyObject *ks = PyUnicode_DecodeUTF8(k, n, NULL);
+    if (!ks) return NULL;
+    PyObject *r = PyObject_CallOneArg(HOOK_CLASSIFY, ks);
+    Py_DECREF(ks);
+    if (!r) return NULL;
+    /* (kind, pattern, rid, fields, tmpl, level_if_none, frag: bytes, tkey, cache: bool) */
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 9 || !PyBytes_Check(PyTuple_GET_ITEM(r, 6))) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_TypeError, "_speedups: bad classify result");
+        return NULL;
+    }
+    MEnt *m = (MEnt *)PyMem_Calloc(1, sizeof(MEnt));
+    if (!m) { Py_DECREF(r); PyErr_NoMemory(); return NULL; }
+    m->h = h;
+    m->klen = n;
+    m->key = (char *)PyMem_Malloc(n ? n : 1);
+    PyObject *fb = PyTuple_GET_ITEM(r, 6);
+    m->flen = PyBytes_GET_SIZE(fb);
+    m->frag = (char *)PyMem_Malloc(m->flen ? m->flen : 1);
+    if (!m->key || !m->frag) { ment_free(m); Py_DECREF(r); PyErr_NoMemory(); return NULL; }
+    memcpy(m->key, k, n);
+    memcpy(m->frag, PyBytes_AS_STRING(fb), m->flen);
+    PyObject **dst[] = {&m->kind, &m->pattern, &m->rid, &m->fields, &m->tmpl, &m->lvl_none};
+    for (int i = 0; i < 6; i++) { *dst[i] = PyTuple_GET_ITEM(r, i); Py_INCREF(*dst[i]); }
+    m->tkey = PyTuple_GET_ITEM(r, 7);
+    Py_INCREF(m->tkey);
+    *cache = PyObject_IsTrue(PyTuple_GET_ITEM(r, 8));
+    Py_DECREF(r);
+    return m;
+}
+
+/* ask the registry (MESSAGES.match / RAW.match) whether a message matches a pattern: 1, 0, -1 error */
+static int hook_bool(PyObject *hook, const char *s, Py_ssize_t n) {
+    if (!hook) { PyErr_SetString(PyExc_RuntimeError, "_speedups: no match hook"); return -1; }
+    PyObject *ms = PyUnicode_DecodeUTF8(s, n, NULL);
+    if (!ms) return -1;
+    PyObject *r = PyObject_CallOneArg(hook, ms);
+    Py_DECREF(ms);
+    if (!r) return -1;
+    int v = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return v;
+}
+
+/* the record being assembled: a C record (lines [start, …) of the source), or the Python parser's open record
+ * (``pending``: only its continuation state is known here) */
+typedef struct {
+    int active;        /* 0 none, 1 C record, 2 the Python parser's open record */
+    int shape;         /* L_ENV / L_UVI / L_RAW */
+    const char *proc; Py_ssize_t procn;
+    const char *lvl; Py_ssize_t L;        /* NULL: no level */
+    int mo, hh, mi, ss, frac_none;
+    const char *src; Py_ssize_t srcn;
+    int tb, has_exc, cont, raw_cont;
+    /* C record */
+    Py_ssize_t start, next;               /* cursor of its first line; of the line after its last */
+    Py_ssize_t lineno;                    /* line number of its first line */
+    int nlines;
+    LI first;                             /* its first line */
+    const char *line0; Py_ssize_t line0n; /* its first physical line */
+    const Entry *tmpl;                    /* single-line record matching a fast template */
+    Span holes[MAXH];
+    Post post;                            /* its native post-processing result */
+    int quotes;
+    Py_ssize_t text_bytes;
+    char ts_json[48]; Py_ssize_t ts_json_n;
+    PyObject *ts_obj;                     /* Event mode: its timestamp (borrowed from the scanner's state) */
+    int lt[5];                            /* committed timestamp state after this record's lines */
+    int lt_set;
+} Rec;
+
+static inline int proc_eq(const Rec *r, const LI *li) {
+    if (!r->proc || !li->proc) return !r->proc && !li->proc;
+    return r->procn == li->procn && memcmp(r->proc, li->proc, li->procn) == 0;
+}
+
+/* LineParser._raw_continues: 1, 0, -1 error */
+static int raw_continues(const Rec *r, const char *s, Py_ssize_t n) {
+    switch (r->raw_cont) {
+    case 1: return n >= 2 && s[0] == ' ' && s[1] == ' ' && !starts(s, n, "  File ");
+    case 2: return starts(s, n, " - ") || starts(s, n, "nanobind: ");
+    case 4: return starts(s, n, "Exception raised from ") || starts(s, n, "frame #") || starts(s, n, "  what():  ");
+    case 5: return starts(s, n, "handle: <");
+    }
+    if (all_ws(s, n) || starts(s, n, "Traceback") || starts(s, n, "Process ")) return 0;
+    const char *lv; int L;
+    if (uvicorn_msg(s, s + n, &lv, &L)) return 0;
+    int m = hook_bool(HOOK_RAW_MATCH, s, n);
+    return m < 0 ? -1 : !m;
+}
+
+/* Does line ``li`` continue record ``r``? 1 yes, 2 yes and the record becomes a traceback, 0 no (it starts a new
+ * record), -1 cannot tell here (a non-ASCII ambiguity) → the Python path, -2 error. Mirrors LineParser._run. */
+static int continues_rec(const Rec *r, const LI *li, int prev_cr) {
+    if (li->shape == L_ENV) {
+        if (r->shape != L_ENV || !proc_eq(r, li)) return 0;
+        const char *msg = li->msg;
+        Py_ssize_t mn = li->msgn;
+        int lvl_eq = r->lvl && r->L == li->L && memcmp(r->lvl, li->lvl, li->L) == 0;
+        int src_eq = r->src && r->srcn == li->srcn && memcmp(r->src, li->srcs, li->srcn) == 0;
+        int same = lvl_eq && src_eq && r->frac_none && r->mo == li->mo && r->hh == li->hh && r->mi == li->mi && r->ss == li->ss;
+        if (prev_cr && same) return 1;  /* the line before ended in '\r': the same record goes on */
+        if (lvl_eq && src_eq && (r->tb || starts(msg, mn, "Traceback"))) {
+            int t = tb_cont(msg, mn);
+            if (t) return t;  /* 1, or -1 */
+        }
+        int key_eq = lvl_eq && src_eq && r->frac_none && r->mo == li->mo && r->hh == li->hh && r->mi == li->mi && r->ss == li->ss;
+        if (!key_eq) return 0;
+        if (mn && (msg[0] == ' ' || msg[0] == '\t')) return 1;
+        if (r->tb && r->has_exc) {  /* the rest of a multi-line exception message: unless a pattern knows the line */
+            int m = hook_bool(HOOK_MSG_MATCH, msg, mn);
+            return m < 0 ? -2 : !m;
+        }
+        return 0;
+    }
+    /* no envelope (uvicorn lines included: Python tries them as continuations first) */
+    if (li->json) return -1;  /* a JSON record line: Python's */
+    const char *s = li->s;
+    Py_ssize_t n = li->sn;
+    int proc_ok = !li->proc || (r->proc && proc_eq(r, li));
+    if (r->raw_cont && proc_ok) {
+        int k = raw_continues(r, s, n);
+        if (k < 0) return -2;
+        if (k) return 1;
+    }
+    if (r->tb && proc_ok) {
+        int t = tb_cont(s, n);
+        if (t) return t;
+    }
+    if (r->cont && proc_ok && starts(s, n, "Traceback")) return 2;
+    return 0;
+}
+
+/* one Event (Event mode) of a template line: file, line, line_end, ts, level, process, source, kind, request_id,
+ * fields, text, pattern, template, ts_inherited */
 static PyObject *build_event(PyObject *cls, PyObject *file, Py_ssize_t lineno, PyObject *ts, const char *s, Py_ssize_t n,
-                             PyObject *line_obj, const Info *in, const Entry *hit, const Span *holes, int keep_text,
-                             PyObject **src_cache, const char **src_cache_s, Py_ssize_t *src_cache_n) {
+                             PyObject *line_obj, const LI *in, const Entry *hit, const Span *holes, const Post *po,
+                             int keep_text, PyObject **src_cache, const char **src_cache_s, Py_ssize_t *src_cache_n) {
     PyObject *ln = NULL, *lvl = NULL, *srco = NULL, *rid = NULL, *fields = NULL, *text = NULL, *ev = NULL;
     PyObject *proc = NULL;
     ln = PyLong_FromSsize_t(lineno);
     lvl = level_str(in->lvl, in->L);
     if (!ln || !lvl) goto done;
     if (in->proc) {
-        proc = PyUnicode_FromStringAndSize(in->proc, in->procn);
+        proc = PyUnicode_DecodeUTF8(in->proc, in->procn, NULL);
         if (!proc) goto done;
     }
-    if (in->src == SRC_ENV) {
+    if (in->shape == L_ENV) {
         if (*src_cache && *src_cache_n == in->srcn && memcmp(*src_cache_s, in->srcs, in->srcn) == 0) {
             srco = *src_cache;
             Py_INCREF(srco);
@@ -739,7 +1420,7 @@ static PyObject *build_event(PyObject *cls, PyObject *file, Py_ssize_t lineno, P
         if (p->type == P_LIT) continue;
         Span sp = holes[h++];
         if (p->is_rid) {
-            rid = PyUnicode_FromStringAndSize(sp.s, sp.n);
+            rid = PyUnicode_DecodeUTF8(sp.s, sp.n, NULL);
             if (!rid) goto done;
             continue;
         }
@@ -750,14 +1431,22 @@ static PyObject *build_event(PyObject *cls, PyObject *file, Py_ssize_t lineno, P
         Py_DECREF(v);
         if (r < 0) goto done;
     }
+    if (hit->post) {
+        if (dict_post_fields(fields, po) < 0) goto done;
+        if (po->has_rid) {
+            Py_XDECREF(rid);
+            rid = PyUnicode_DecodeUTF8(po->rid.s, po->rid.n, NULL);
+            if (!rid) goto done;
+        }
+    }
     if (!rid) { rid = Py_None; Py_INCREF(rid); }
     if (!keep_text) text = PyUnicode_FromStringAndSize("", 0);
     else if (line_obj) { text = line_obj; Py_INCREF(text); }
-    else text = PyUnicode_FromStringAndSize(s, n);
+    else text = PyUnicode_DecodeUTF8(s, n, NULL);
     if (!text) goto done;
     {
         PyObject *args[14] = {file, ln, ln, ts ? ts : Py_None, lvl, proc ? proc : Py_None, srco, hit->kind, rid, fields, text,
-                              hit->pattern_id, Py_None, in->src == SRC_UVICORN ? Py_True : Py_False};
+                              hit->pattern_id, Py_None, in->shape == L_UVI ? Py_True : Py_False};
         ev = PyObject_Vectorcall(cls, args, 14, NULL);
     }
 done:
@@ -765,219 +1454,606 @@ done:
     return ev;
 }
 
-/* scan(table, src, start, first_lineno, year, month, last_ts_json: bytes, file_json: bytes, keep_text, mode)
- * src: a list of str, or bytes of '\n'-separated lines (no final newline).
- * -> (out: bytes|None, stop, consumed, next, counts: list[int], last_ts: (mo, dd, hh, mi, ss)|None, last_ts_json)
+/* '{"file":…,"line":N,"line_end":M,"ts":…,"level":…,"process":…,"source":…' of a record */
+static int put_head(Buf *b, const Buf *head, Py_ssize_t line, Py_ssize_t line_end, const char *ts, Py_ssize_t tsn,
+                    const char *lvl, Py_ssize_t L, const char *lvl_json, const char *proc, Py_ssize_t procn,
+                    const char *src, Py_ssize_t srcn) {
+    if (buf_put(b, head->p, head->n) < 0 || buf_int(b, line) < 0 || buf_put(b, ",\"line_end\":", 12) < 0 || buf_int(b, line_end) < 0 ||
+        buf_put(b, ",\"ts\":", 6) < 0 || buf_put(b, ts, tsn) < 0 || buf_put(b, ",\"level\":", 9) < 0)
+        return -1;
+    if (lvl) {
+        if (buf_put(b, "\"", 1) < 0 || buf_put(b, lvl, L) < 0 || buf_put(b, "\"", 1) < 0) return -1;
+    } else if (buf_put(b, lvl_json, (Py_ssize_t)strlen(lvl_json)) < 0) return -1;
+    if (buf_put(b, ",\"process\":", 11) < 0) return -1;
+    if (proc) {
+        if (buf_put(b, "\"", 1) < 0 || buf_esc(b, proc, procn) < 0 || buf_put(b, "\"", 1) < 0) return -1;
+    } else if (buf_put(b, "null", 4) < 0) return -1;
+    if (buf_put(b, ",\"source\":", 10) < 0) return -1;
+    if (src) {
+        if (buf_put(b, "\"", 1) < 0 || buf_esc(b, src, srcn) < 0 || buf_put(b, "\"", 1) < 0) return -1;
+    } else if (buf_put(b, "null", 4) < 0) return -1;
+    return 0;
+}
+
+/* the JSON line of a template record: 0 written, 1 a converter declined (classify it instead), -1 error */
+static int put_template(Buf *b, const Buf *head, Py_ssize_t lineno, const char *ts, Py_ssize_t tsn, const LI *in,
+                        const Entry *hit, const Span *holes, const Post *po, const char *s, Py_ssize_t n, int keep_text) {
+    Py_ssize_t mark = b->n;
+    if (put_head(b, head, lineno, lineno, ts, tsn, in->lvl, in->L, NULL, in->proc, in->procn,
+                 in->shape == L_ENV ? in->srcs : NULL, in->srcn) < 0)
+        return -1;
+    if (buf_put(b, hit->kind_json, hit->kind_json_len) < 0) return -1;
+    int h = 0, have_rid = 0;
+    if (hit->post && po->has_rid) {
+        if (buf_put(b, "\"", 1) < 0 || buf_esc(b, po->rid.s, po->rid.n) < 0 || buf_put(b, "\"", 1) < 0) return -1;
+        have_rid = 1;
+    }
+    for (int j = 0; j < hit->nparts && !have_rid; j++) {
+        const Part *p = &hit->parts[j];
+        if (p->type == P_LIT) continue;
+        if (p->is_rid) {
+            if (buf_put(b, "\"", 1) < 0 || buf_esc(b, holes[h].s, holes[h].n) < 0 || buf_put(b, "\"", 1) < 0) return -1;
+            have_rid = 1;
+        }
+        h++;
+    }
+    if (!have_rid && buf_put(b, "null", 4) < 0) return -1;
+    if (buf_put(b, ",\"fields\":{", 11) < 0) return -1;
+    h = 0;
+    int firstf = 1;
+    for (int j = 0; j < hit->nparts; j++) {
+        const Part *p = &hit->parts[j];
+        if (p->type == P_LIT) continue;
+        Span sp = holes[h++];
+        if (!p->key) continue;
+        if (buf_put(b, p->key + firstf, p->keylen - firstf) < 0) return -1;
+        firstf = 0;
+        if (p->is_str) {
+            if (buf_put(b, "\"", 1) < 0 || buf_esc(b, sp.s, sp.n) < 0 || buf_put(b, "\"", 1) < 0) return -1;
+            continue;
+        }
+        int r = write_number(b, p, sp.s, sp.n);
+        if (r < 0) return -1;
+        if (r > 0) { b->n = mark; return 1; }
+    }
+    if (hit->post && put_post_fields(b, po, firstf) < 0) return -1;
+    if (buf_put(b, "},\"text\":\"", 10) < 0 || (keep_text && (in->quotes ? buf_esc(b, s, n) : buf_put(b, s, n)) < 0) ||
+        buf_put(b, "\"}\n", 3) < 0)
+        return -1;
+    return 0;
+}
+
+/* Where the lines come from: a list of str (cursor = index) or one bytes buffer of '\n'-separated lines
+ * (cursor = byte offset of a line's start; past the last line = length + 1). Bytes are UTF-8-checked per line
+ * (an invalid line is left to Python, which decodes it with replacement and counts it). */
+typedef struct {
+    PyObject *list;
+    Py_ssize_t nlines;
+    const char *buf;
+    Py_ssize_t blen;
+} Src;
+
+static inline const char *line_utf8(PyObject *o, Py_ssize_t *n) {
+    if (!PyUnicode_Check(o)) return NULL;
+    if (PyUnicode_IS_COMPACT_ASCII(o)) { *n = PyUnicode_GET_LENGTH(o); return (const char *)PyUnicode_DATA(o); }
+    const char *s = PyUnicode_AsUTF8AndSize(o, n);
+    if (!s) PyErr_Clear();
+    return s;
+}
+
+static inline int src_line(const Src *src, Py_ssize_t cur, const char **s, Py_ssize_t *n, Py_ssize_t *next, int *ok) {
+    *ok = 1;
+    if (src->list) {
+        if (cur >= src->nlines) return 0;
+        *s = line_utf8(PyList_GET_ITEM(src->list, cur), n);
+        if (!*s) *ok = 0;
+        *next = cur + 1;
+        return 1;
+    }
+    if (cur > src->blen) return 0;
+    const char *b = src->buf + cur;
+    const char *e = (const char *)memchr(b, '\n', src->blen - cur);
+    Py_ssize_t le = e ? e - src->buf : src->blen;
+    *s = b;
+    *n = le - cur;
+    *next = le + 1;
+    return 1;
+}
+
+/* the text of a record: its physical lines joined by '\n' — as a JSON string body when ``json`` (the newline
+ * escaped, quotes and backslashes too when ``esc``), else as is */
+static int put_text(Buf *b, const Src *src, const Rec *r, int esc, int json) {
+    Py_ssize_t pos = r->start;  /* bytes: the record's lines are contiguous from its start */
+    for (Py_ssize_t i = 0; i < r->nlines; i++) {
+        Py_ssize_t n;
+        const char *s;
+        if (src->buf) {
+            if (i == 0 && r->nlines == 1) { s = r->line0; n = r->line0n; }
+            else {
+                s = src->buf + pos;
+                const char *e = (const char *)memchr(s, '\n', src->blen - pos);
+                n = e ? e - s : src->blen - pos;
+                pos += n + 1;
+            }
+        } else {
+            s = line_utf8(PyList_GET_ITEM(src->list, r->start + i), &n);
+            if (!s) return -1;
+        }
+        while (n && s[n - 1] == '\r') n--;
+        if (i && buf_put(b, json ? "\\n" : "\n", json ? 2 : 1) < 0) return -1;
+        if ((esc ? buf_esc(b, s, n) : buf_put(b, s, n)) < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *text_obj(const Src *src, const Rec *r) {
+    if (src->list && r->nlines == 1 && r->line0n == PyUnicode_GET_LENGTH(PyList_GET_ITEM(src->list, r->start)) &&
+        PyUnicode_IS_COMPACT_ASCII(PyList_GET_ITEM(src->list, r->start))) {
+        PyObject *o = PyList_GET_ITEM(src->list, r->start);
+        Py_INCREF(o);
+        return o;
+    }
+    Buf t = {NULL, NULL, 0, 0};
+    if (put_text(&t, src, r, 0, 0) < 0) { buf_free(&t); return NULL; }
+    PyObject *o = PyUnicode_DecodeUTF8(t.p ? t.p : "", t.n, NULL);
+    buf_free(&t);
+    return o;
+}
+
+/* the memo key of a C record: shape, level, then its messages, '\n'-separated (no line holds a control character) */
+static int key_start(Buf *k, const LI *li) {
+    k->n = 0;
+    char sh = li->shape == L_ENV ? 'E' : li->shape == L_UVI ? 'U' : 'R';
+    if (buf_put(k, &sh, 1) < 0) return -1;
+    if (li->shape != L_RAW && buf_put(k, li->lvl, li->L) < 0) return -1;
+    if (buf_put(k, "\n", 1) < 0) return -1;
+    return buf_put(k, li->msg, li->msgn);
+}
+
+typedef struct {
+    PyObject *hits;    /* list of (kind, tkey, n, first_line) for the records classified this scan */
+    MEnt **touched;
+    Py_ssize_t ntouched, cap;
+} Hits;
+
+static int hits_touch(Hits *hs, MEnt *m, Py_ssize_t line) {
+    if (!m->touched) {
+        if (hs->ntouched == hs->cap) {
+            Py_ssize_t cap = hs->cap ? 2 * hs->cap : 64;
+            MEnt **t = (MEnt **)PyMem_Realloc(hs->touched, cap * sizeof(MEnt *));
+            if (!t) { PyErr_NoMemory(); return -1; }
+            hs->touched = t;
+            hs->cap = cap;
+        }
+        hs->touched[hs->ntouched++] = m;
+        m->touched = 1;
+        m->hits = 0;
+        m->first = line;
+    }
+    m->hits++;
+    return 0;
+}
+static int hits_one(Hits *hs, MEnt *m, Py_ssize_t line) {  /* an entry that is not kept in the memo */
+    PyObject *t = Py_BuildValue("(OOnn)", m->kind, m->tkey, (Py_ssize_t)1, line);
+    if (!t) return -1;
+    int r = PyList_Append(hs->hits, t);
+    Py_DECREF(t);
+    return r;
+}
+static int hits_flush(Hits *hs) {
+    int err = 0;
+    for (Py_ssize_t i = 0; i < hs->ntouched; i++) {
+        MEnt *m = hs->touched[i];
+        if (!err) {
+            PyObject *t = Py_BuildValue("(OOln)", m->kind, m->tkey, m->hits, m->first);
+            if (!t || PyList_Append(hs->hits, t) < 0) err = 1;
+            Py_XDECREF(t);
+        }
+        m->touched = 0;
+        m->hits = 0;
+    }
+    hs->ntouched = 0;
+    return err ? -1 : 0;
+}
+
+typedef struct {
+    /* scan-wide state */
+    const Table *t;
+    Src src;
+    int mode, keep_text, year;
+    Buf b, head, key;
+    PyObject *events, *event_cls, *file_str;
+    long *counts;
+    Hits hs;
+    PyObject *src_cache; const char *src_cache_s; Py_ssize_t src_cache_n;
+} Scan;
+
+/* write (or count, or build the Event of) a finished C record: 0 done, -1 error */
+static int emit_rec(Scan *sc, Rec *r) {
+    const LI *in = &r->first;
+    if (r->nlines == 1 && r->tmpl) {
+        const Entry *hit = r->tmpl;
+        if (sc->mode == 1) {
+            int w = put_template(&sc->b, &sc->head, r->lineno, r->ts_json, r->ts_json_n, in, hit, r->holes, &r->post, r->line0,
+                                 r->line0n, sc->keep_text);
+            if (w < 0) return -1;
+            if (w == 0) { sc->counts[hit->index]++; return 0; }
+            /* a converter declined: the registry classifies the line (below) */
+        } else {
+            if (sc->mode == 0) {
+                PyObject *ev = build_event(sc->event_cls, sc->file_str, r->lineno, r->ts_obj, r->line0, r->line0n,
+                                           sc->src.list && !in->cr ? PyList_GET_ITEM(sc->src.list, r->start) : NULL, in, hit, r->holes,
+                                           &r->post, sc->keep_text, &sc->src_cache, &sc->src_cache_s, &sc->src_cache_n);
+                if (!ev) return -1;
+                int a = PyList_Append(sc->events, ev);
+                Py_DECREF(ev);
+                if (a < 0) return -1;
+            }
+            sc->counts[hit->index]++;
+            return 0;
+        }
+    }
+    uint64_t h = hash_bytes(sc->key.p, sc->key.n);
+    MEnt *m = memo_get(h, sc->key.p, sc->key.n);
+    int kept = 1;
+    if (m) memo_hits_total++;
+    else {
+        int cache = 0;
+        m = classify_key(sc->key.p, sc->key.n, h, &cache);
+        if (!m) return -1;
+        memo_miss_total++;
+        kept = cache && memo_put(m);
+    }
+    Py_ssize_t line_end = r->lineno + r->nlines - 1;
+    int rc = 0;
+    if (sc->mode == 1) {
+        const char *lj = m->lvl_none == Py_None ? "null" : "\"ERROR\"";
+        if (put_head(&sc->b, &sc->head, r->lineno, line_end, r->ts_json, r->ts_json_n, r->shape == L_RAW ? NULL : in->lvl,
+                     in->L, lj, in->proc, in->procn, r->shape == L_ENV ? in->srcs : NULL, in->srcn) < 0 ||
+            buf_put(&sc->b, m->frag, m->flen) < 0 || buf_put(&sc->b, ",\"text\":\"", 9) < 0 ||
+            (sc->keep_text && put_text(&sc->b, &sc->src, r, r->quotes, 1) < 0) || buf_put(&sc->b, "\"}\n", 3) < 0)
+            rc = -1;
+    } else if (sc->mode == 0) {
+        PyObject *ln = PyLong_FromSsize_t(r->lineno), *le = PyLong_FromSsize_t(line_end);
+        PyObject *lvl = r->shape == L_RAW ? (Py_INCREF(m->lvl_none), m->lvl_none) : level_str(in->lvl, in->L);
+        PyObject *proc = in->proc ? PyUnicode_DecodeUTF8(in->proc, in->procn, NULL) : (Py_INCREF(Py_None), Py_None);
+        PyObject *srco = r->shape == L_ENV ? PyUnicode_FromStringAndSize(in->srcs, in->srcn) : (Py_INCREF(Py_None), Py_None);
+        PyObject *fields = PyDict_Copy(m->fields);
+        PyObject *text = sc->keep_text ? text_obj(&sc->src, r) : PyUnicode_FromStringAndSize("", 0);
+        PyObject *ev = NULL;
+        if (ln && le && lvl && proc && srco && fields && text) {
+            PyObject *a[14] = {sc->file_str, ln, le, r->ts_obj ? r->ts_obj : Py_None, lvl, proc, srco, m->kind, m->rid, fields,
+                               text, m->pattern, m->tmpl, r->shape == L_ENV ? Py_False : Py_True};
+            ev = PyObject_Vectorcall(sc->event_cls, a, 14, NULL);
+        }
+        Py_XDECREF(ln); Py_XDECREF(le); Py_XDECREF(lvl); Py_XDECREF(proc); Py_XDECREF(srco); Py_XDECREF(fields);
+        Py_XDECREF(text);
+        if (!ev || PyList_Append(sc->events, ev) < 0) rc = -1;
+        Py_XDECREF(ev);
+    }
+    if (rc == 0) rc = kept ? hits_touch(&sc->hs, m, r->lineno) : hits_one(&sc->hs, m, r->lineno);
+    if (!kept) ment_free(m);
+    return rc;
+}
+
+static void rec_release(Rec *r) { Py_CLEAR(r->ts_obj); r->active = 0; }
+
+/* start a C record at line li: 0 ok, 1 the Python path must take it */
+static int rec_start(Scan *sc, Rec *r, const LI *li, const char *line, Py_ssize_t n, Py_ssize_t cur, Py_ssize_t next,
+                     Py_ssize_t lineno, const char *ts, Py_ssize_t tsn, PyObject *ts_obj, const Entry *tm, const Span *tmh) {
+    if (li->shape == L_RAW && (li->bracket || li->json)) return 1;
+    memset(r, 0, sizeof *r);
+    r->active = 1;
+    r->shape = li->shape;
+    r->proc = li->proc; r->procn = li->procn;
+    r->first = *li;
+    r->line0 = line; r->line0n = n;
+    r->start = cur; r->next = next; r->lineno = lineno; r->nlines = 1;
+    r->quotes = li->quotes;
+    r->text_bytes = n;
+    memcpy(r->ts_json, ts, tsn); r->ts_json_n = tsn;
+    if (ts_obj) { Py_INCREF(ts_obj); r->ts_obj = ts_obj; }
+    const char *msg = li->msg;
+    Py_ssize_t mn = li->msgn;
+    if (li->shape == L_ENV) {
+        r->lvl = li->lvl; r->L = li->L;
+        r->mo = li->mo; r->hh = li->hh; r->mi = li->mi; r->ss = li->ss; r->frac_none = 1;
+        r->src = li->srcs; r->srcn = li->srcn;
+        if (starts(msg, mn, "Traceback")) r->tb = 1;
+        else if (mn && msg[mn - 1] == ':') r->raw_cont = 3;
+        else if (starts(msg, mn, "Exception in callback ")) { r->raw_cont = 5; r->cont = 1; }
+    } else if (li->shape == L_UVI) {
+        r->lvl = li->lvl; r->L = li->L;
+        if (starts(msg, mn, "Exception in ASGI application")) r->cont = 1;
+    } else {
+        if (starts(msg, mn, "Traceback (most recent call last)")) r->tb = 1;
+        else if (starts(msg, mn, "Process ") && mn && msg[mn - 1] == ':') r->cont = 1;
+        else if (starts(msg, mn, "Exception in callback ")) { r->raw_cont = 5; r->cont = 1; }
+        else if (starts(msg, mn, "terminate called after throwing")) r->raw_cont = 4;
+        else if (starts(msg, mn, "nanobind: ")) r->raw_cont = 2;
+        else if (find_lit(msg, msg + mn, "Warning: ", 9)) {
+            int w = pywarn(msg, mn);
+            if (w < 0) { rec_release(r); return 1; }
+            if (w) r->raw_cont = 1;
+        }
+    }
+    if (tm) { r->tmpl = tm; memcpy(r->holes, tmh, sizeof r->holes); }
+    if (key_start(&sc->key, li) < 0) { rec_release(r); return -1; }
+    return 0;
+}
+
+#define MAX_KEY (1 << 20)
+
+/* line li continues C record r (c: continues_rec's answer): 0 ok, 1 the Python path must take the record */
+static int rec_add(Scan *sc, Rec *r, const LI *li, Py_ssize_t n, Py_ssize_t next, int c) {
+    const char *msg = li->shape == L_ENV ? li->msg : li->s;
+    Py_ssize_t mn = li->shape == L_ENV ? li->msgn : li->sn;
+    if (c == 2) r->tb = 1;
+    if (r->tb || starts(msg, mn, "Traceback")) {
+        r->tb = 1;
+        if (mn && msg[0] != ' ' && msg[0] != '\t') {
+            int x = exc_line(msg, mn);
+            if (x < 0) return 1;
+            if (x) r->has_exc = 1;
+        }
+    }
+    r->nlines++;
+    r->next = next;
+    r->text_bytes += 1 + n;
+    r->quotes |= li->quotes;
+    r->tmpl = NULL;
+    if (r->text_bytes > MAX_TEXT || sc->key.n + mn + 1 > MAX_KEY) return 1;
+    if (buf_put(&sc->key, "\n", 1) < 0 || buf_put(&sc->key, msg, mn) < 0) return -1;
+    return 0;
+}
+
+/* scan(table, src, start, first_lineno, year, month, last_ts_json, file_json, keep_text, mode, event_cls, last_ts,
+ *      file_str, pending)
+ * src: a list of str, or bytes of '\n'-separated lines (no final newline). pending: None, or the continuation state
+ * of the Python parser's open record (shape, process, level, mo, hh, mi, ss, source, frac_none, tb, has_exc, cont,
+ * raw_cont) — a first line that continues it is left to Python.
+ * prev_cr: the line before ``start`` ended in '\r'.
+ * -> (out: bytes|list|None, stop, consumed, next, counts: list[int], last_ts: (mo, dd, hh, mi, ss)|None,
+ *     last_ts_json, hits: list[(kind, template_key|None, n, first_line)], prev_cr after the consumed lines)
  *
- * The ``consumed`` lines from cursor ``start`` to ``stop`` were handled (JSON in out when mode == 1, counted per
- * template); the line at ``stop`` was not. ``next`` is the cursor of the first line after it that looks
- * handleable (the caller parses [stop, next) itself). month: the parser's current month (an enveloped line of
- * another month is left to Python: rollover, year bookkeeping). */
+ * The ``consumed`` lines from cursor ``start`` to ``stop`` were handled (records written in mode 1, Events in mode 0,
+ * counted per template and per classified record); the line at ``stop`` was not. ``next`` is the cursor of the
+ * first line after it the scanner may take again (the caller parses [stop, next) itself). month: the parser's
+ * current month (an enveloped line of another month is left to Python: rollover, year bookkeeping). */
 static PyObject *scan(PyObject *self, PyObject *args) {
-    PyObject *cap, *lines, *ltj, *fj, *event_cls = NULL, *last_ts = Py_None, *file_str = NULL;
+    PyObject *cap, *lines, *ltj, *fj, *event_cls = NULL, *last_ts = Py_None, *file_str = NULL, *pending = Py_None;
     Py_ssize_t start, first;
-    int year, month, keep_text, mode;
+    int year, month, keep_text, mode, prev_cr = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOnniiO!O!pi|OOO", &cap, &lines, &start, &first, &year, &month,
-                          &PyBytes_Type, &ltj, &PyBytes_Type, &fj, &keep_text, &mode, &event_cls, &last_ts, &file_str))
+    if (!PyArg_ParseTuple(args, "OOnniiO!O!pi|OOOOp", &cap, &lines, &start, &first, &year, &month,
+                          &PyBytes_Type, &ltj, &PyBytes_Type, &fj, &keep_text, &mode, &event_cls, &last_ts, &file_str, &pending,
+                          &prev_cr))
         return NULL;
     if (mode == 0 && (!event_cls || !file_str)) {
         PyErr_SetString(PyExc_TypeError, "mode 0 needs event_cls, last_ts, file_str");
         return NULL;
     }
-    PyObject *events = NULL, *cur_dt = NULL, *src_cache = NULL;
-    const char *src_cache_s = NULL;
-    Py_ssize_t src_cache_n = 0;
-    if (mode == 0) {
-        events = PyList_New(0);
-        if (!events) return NULL;
-        Py_INCREF(last_ts);
-    }
     Table *t = (Table *)PyCapsule_GetPointer(cap, "vllmlog.fasttable");
     if (!t) return NULL;
-    Src src = {NULL, 0, NULL, 0};
-    if (PyList_Check(lines)) { src.list = lines; src.nlines = PyList_GET_SIZE(lines); }
-    else if (PyBytes_Check(lines)) { src.buf = PyBytes_AS_STRING(lines); src.blen = PyBytes_GET_SIZE(lines); }
+    Scan sc;
+    memset(&sc, 0, sizeof sc);
+    sc.t = t; sc.mode = mode; sc.keep_text = keep_text; sc.event_cls = event_cls; sc.file_str = file_str;
+    if (PyList_Check(lines)) { sc.src.list = lines; sc.src.nlines = PyList_GET_SIZE(lines); }
+    else if (PyBytes_Check(lines)) { sc.src.buf = PyBytes_AS_STRING(lines); sc.src.blen = PyBytes_GET_SIZE(lines); }
     else { PyErr_SetString(PyExc_TypeError, "lines: a list of str or bytes"); return NULL; }
     if (start < 0) start = 0;
     if (year < 1 || year > 9999) month = -1;
+    int yr = year > 0 ? year : 2000;
+    sc.year = yr;
+    if (memo_full) memo_clear_all();
+
+    Rec rec;
+    memset(&rec, 0, sizeof rec);
+    if (pending != Py_None) {
+        PyObject *pp, *pl, *ps;
+        int shape, mo, hh, mi, ss, fn, tb, hx, ct, rc;
+        if (!PyArg_ParseTuple(pending, "iOOiiiiOiiiii", &shape, &pp, &pl, &mo, &hh, &mi, &ss, &ps, &fn, &tb, &hx, &ct, &rc))
+            return NULL;
+        rec.active = 2;
+        rec.shape = shape;
+        if (pp != Py_None && !(rec.proc = PyUnicode_AsUTF8AndSize(pp, &rec.procn))) return NULL;
+        if (pl != Py_None) {
+            if (!(rec.lvl = PyUnicode_AsUTF8AndSize(pl, &rec.L))) return NULL;
+        }
+        if (ps != Py_None && !(rec.src = PyUnicode_AsUTF8AndSize(ps, &rec.srcn))) return NULL;
+        rec.mo = mo; rec.hh = hh; rec.mi = mi; rec.ss = ss; rec.frac_none = fn;
+        rec.tb = tb; rec.has_exc = hx; rec.cont = ct; rec.raw_cont = rc;
+    }
+
+    PyObject *cur_dt = NULL;
+    if (mode == 0) {
+        sc.events = PyList_New(0);
+        if (!sc.events) return NULL;
+    }
+    Py_INCREF(last_ts);  /* the timestamp a line without one inherits (Event mode) */
     const char *fjs = PyBytes_AS_STRING(fj);
     Py_ssize_t fjn = PyBytes_GET_SIZE(fj);
-    char lastts[48], curts[48];
-    Py_ssize_t lastts_n = PyBytes_GET_SIZE(ltj), curts_n;
+    char lastts[48], curts[48], c_lastts[48];
+    Py_ssize_t lastts_n = PyBytes_GET_SIZE(ltj), curts_n = 0, c_lastts_n;
     if (lastts_n >= (Py_ssize_t)sizeof lastts) { lastts_n = 4; memcpy(lastts, "null", 4); }
     else memcpy(lastts, PyBytes_AS_STRING(ltj), lastts_n);
-    int lt[5] = {-1, 0, 0, 0, 0};
-    long *counts = (long *)PyMem_Calloc(t->ntemplates ? t->ntemplates : 1, sizeof(long));
-    if (!counts) return PyErr_NoMemory();
-    Buf b = {NULL, NULL, 0, 0};
-    Span holes[MAXH];
-    Info in;
+    memcpy(c_lastts, lastts, lastts_n);
+    c_lastts_n = lastts_n;
+    int lt[5] = {-1, 0, 0, 0, 0}, c_lt[5] = {-1, 0, 0, 0, 0};
+    sc.counts = (long *)PyMem_Calloc(t->ntemplates ? t->ntemplates : 1, sizeof(long));
+    sc.hs.hits = PyList_New(0);
+    if (!sc.counts || !sc.hs.hits) { PyErr_NoMemory(); goto fail; }
     if (mode == 1) {
-        /* a first guess at the output size (it grows if needed; a scan often stops early, so no exact count) */
-        Py_ssize_t guess = src.list ? (src.nlines - start) * (320 + fjn) : (src.blen - start) * 4 + 4096;
+        Py_ssize_t guess = sc.src.list ? (sc.src.nlines - start) * (320 + fjn) : (sc.src.blen - start) * 2 + 4096;
         if (guess > (16 << 20)) guess = 16 << 20;
-        if (guess > 0 && buf_reserve(&b, guess) < 0) { PyMem_Free(counts); return NULL; }
+        if (guess > 0 && buf_reserve(&sc.b, guess) < 0) goto fail;
     }
-    /* '{"file":<file>,"line":' once */
-    Buf head = {NULL, NULL, 0, 0};
-    if (buf_put(&head, "{\"file\":", 8) < 0 || buf_put(&head, fjs, fjn) < 0 || buf_put(&head, ",\"line\":", 8) < 0) {
-        buf_free(&head); buf_free(&b); PyMem_Free(counts); return NULL;
-    }
-    Py_ssize_t cur = start, consumed = 0, nxtcur = 0;
+    if (buf_put(&sc.head, "{\"file\":", 8) < 0 || buf_put(&sc.head, fjs, fjn) < 0 || buf_put(&sc.head, ",\"line\":", 8) < 0)
+        goto fail;
+
+    Py_ssize_t cur = start, lineno = first, nxt = 0;
+    Py_ssize_t c_cur = start, c_consumed = 0;   /* committed: what the caller gets */
+    int c_prev_cr = prev_cr;
+    Py_ssize_t probe = -1;
     int err = 0;
     const char *s;
     Py_ssize_t n;
     int lok;
+    Span holes[MAXH];
+    Post post;
+    LI li;
 
-    while (src_line(&src, cur, &s, &n, &nxtcur, &lok)) {
+    int cts[5] = {-1, 0, 0, 0, 0};  /* the second curts / cur_dt stand for */
+    for (;;) {
+        if (!src_line(&sc.src, cur, &s, &n, &nxt, &lok)) { probe = cur; break; }  /* end of the block */
         if (!lok) break;
-        int quotes;
-        const Entry *hit = classify(t, s, n, year > 0 ? year : 2000, &in, holes, &quotes, src.buf != NULL);
-        if (!hit) break;
-        if (in.src == SRC_ENV && in.mo != month) break;
-        if (hit->check_next) {
-            /* a Decode line in the pure-Python fast path's exact form (INFO, no fraction of a second, one space
-             * after ']', step and batch size without leading zeros and at most 18 digits, kv [0-9]+(\.[0-9]+)?) is a record of its own
-             * there, whatever follows; any other line must not be continued by the next one */
-            int strict = hit->strict_decode && !in.proc && in.L == 4 && in.lvl[0] == 'I' && !in.frac && in.space1 &&
-                         !(holes[0].n > 1 && holes[0].s[0] == '0') && !(holes[2].n > 1 && holes[2].s[0] == '0') &&
-                         holes[0].n <= 18 && holes[2].n <= 18 &&
-                         kv_form(holes[3].s, holes[3].n);
-            if (!strict) {
-                const char *ns;
-                Py_ssize_t nn, nn2;
-                int nok;
-                if (!src_line(&src, nxtcur, &ns, &nn, &nn2, &nok)) break;  /* the next line is in the next block */
-                if (!ns || continues(ns, nn)) break;
+        int shape = analyze_line(s, n, yr, &li, sc.src.buf != NULL);
+        if (shape == L_BAIL || (shape == L_ENV && li.mo != month)) break;
+        n = li.textn;  /* without its trailing '\r's */
+        if (shape == L_ENV && (li.mo != cts[0] || li.dd != cts[1] || li.hh != cts[2] || li.mi != cts[3] || li.ss != cts[4])) {
+            /* the line's timestamp (JSON text; a datetime in Event mode) */
+            curts_n = snprintf(curts, sizeof curts, "\"%04d-%02d-%02dT%02d:%02d:%02d\"", yr, li.mo, li.dd, li.hh, li.mi, li.ss);
+            if (mode == 0) {
+                PyObject *d = PyDateTime_FromDateAndTime(yr, li.mo, li.dd, li.hh, li.mi, li.ss, 0);
+                if (!d) { err = 1; break; }
+                Py_XDECREF(cur_dt);
+                cur_dt = d;
+            }
+            cts[0] = li.mo; cts[1] = li.dd; cts[2] = li.hh; cts[3] = li.mi; cts[4] = li.ss;
+        }
+        const Entry *tm = NULL;
+        int tm_done = 0, strict = 0;
+        if (shape == L_ENV && starts(li.msg, li.msgn, "Decode step ")) {
+            tm = match_entry(t, &li, holes, &post);
+            tm_done = 1;
+            /* a Decode line in the pure-Python fast path's exact form (INFO, no process tag, one space after ']', no
+             * quotes, step and batch size without leading zeros and at most 18 digits, kv [0-9]+(\.[0-9]+)?) is a
+             * record of its own there, whatever comes before or after it */
+            strict = tm && tm->strict_decode && !prev_cr && !li.cr && !li.proc && li.L == 4 && li.lvl[0] == 'I' && li.space1 && !li.quotes &&
+                     !(holes[0].n > 1 && holes[0].s[0] == '0') && !(holes[2].n > 1 && holes[2].s[0] == '0') &&
+                     holes[0].n <= 18 && holes[2].n <= 18 && kv_form(holes[3].s, holes[3].n);
+        }
+        if (rec.active && !strict) {
+            int c = continues_rec(&rec, &li, prev_cr);
+            if (c == -2) { err = 1; break; }
+            if (c == -1) break;
+            if (c > 0) {
+                if (rec.active == 2) break;  /* the Python parser's open record goes on here */
+                int a = rec_add(&sc, &rec, &li, n, nxt, c);
+                if (a < 0) { err = 1; break; }
+                if (a > 0) break;
+                goto ts_update;
             }
         }
-        if (in.src == SRC_ENV) {
-            if (in.mo != lt[0] || in.dd != lt[1] || in.hh != lt[2] || in.mi != lt[3] || in.ss != lt[4])
-                curts_n = snprintf(curts, sizeof curts, "\"%04d-%02d-%02dT%02d:%02d:%02d\"", year, in.mo, in.dd, in.hh, in.mi, in.ss);
-            else {
-                memcpy(curts, lastts, lastts_n);
-                curts_n = lastts_n;
-            }
-        } else {
-            memcpy(curts, lastts, lastts_n);
-            curts_n = lastts_n;
+        /* this line starts a new record: the one before is finished */
+        if (rec.active == 1) {
+            if (emit_rec(&sc, &rec) < 0) { err = 1; break; }
+            c_consumed += rec.nlines;
+            c_cur = cur;
+            c_prev_cr = prev_cr;
+            memcpy(c_lt, lt, sizeof lt);
+            memcpy(c_lastts, lastts, lastts_n); c_lastts_n = lastts_n;
         }
-        if (mode == 0) {
-            PyObject *ts;
-            if (in.src == SRC_ENV) {
-                if (!cur_dt || in.mo != lt[0] || in.dd != lt[1] || in.hh != lt[2] || in.mi != lt[3] || in.ss != lt[4]) {
-                    PyObject *d = PyDateTime_FromDateAndTime(year, in.mo, in.dd, in.hh, in.mi, in.ss, 0);
-                    if (!d) { err = 1; break; }
-                    Py_XDECREF(cur_dt);
-                    cur_dt = d;
-                }
-                ts = cur_dt;
-            } else
-                ts = last_ts;
-            PyObject *ev = build_event(event_cls, file_str, first + consumed, ts, s, n,
-                                       src.list ? PyList_GET_ITEM(src.list, cur) : NULL, &in, hit, holes, keep_text,
-                                       &src_cache, &src_cache_s, &src_cache_n);
-            if (!ev) { err = 1; break; }
-            int r = PyList_Append(events, ev);
-            Py_DECREF(ev);
-            if (r < 0) { err = 1; break; }
-            if (in.src == SRC_ENV) {
-                Py_DECREF(last_ts);
-                last_ts = cur_dt;
-                Py_INCREF(last_ts);
+        rec_release(&rec);
+        {
+            int st = rec_start(&sc, &rec, &li, s, n, cur, nxt, lineno, shape == L_ENV ? curts : lastts,
+                               shape == L_ENV ? curts_n : lastts_n, mode == 0 ? (shape == L_ENV ? cur_dt : last_ts) : NULL,
+                               NULL, holes);
+            if (st < 0) { err = 1; break; }
+            if (st > 0) break;
+            if (shape != L_RAW) {
+                if (!tm_done) tm = match_entry(t, &li, holes, &post);
+                if (tm) { rec.tmpl = tm; memcpy(rec.holes, holes, sizeof holes); rec.post = post; }
             }
         }
-        if (mode == 1) {
-            Py_ssize_t mark = b.n, lineno = first + consumed;
-            int rejected = 0;
-            if (buf_put(&b, head.p, head.n) < 0 || buf_int(&b, lineno) < 0 || buf_put(&b, ",\"line_end\":", 12) < 0 || buf_int(&b, lineno) < 0 ||
-                buf_put(&b, ",\"ts\":", 6) < 0 || buf_put(&b, curts, curts_n) < 0 || buf_put(&b, ",\"level\":\"", 10) < 0 ||
-                buf_put(&b, in.lvl, in.L) < 0 || buf_put(&b, "\",\"process\":", 12) < 0)
-                { err = 1; break; }
-            if (in.proc) {
-                if (buf_put(&b, "\"", 1) < 0 || buf_esc(&b, in.proc, in.procn) < 0 || buf_put(&b, "\"", 1) < 0) { err = 1; break; }
-            } else if (buf_put(&b, "null", 4) < 0) { err = 1; break; }
-            if (buf_put(&b, ",\"source\":", 10) < 0) { err = 1; break; }
-            if (in.src == SRC_ENV) {
-                if (buf_put(&b, "\"", 1) < 0 || buf_put(&b, in.srcs, in.srcn) < 0 || buf_put(&b, "\"", 1) < 0) { err = 1; break; }
-            } else if (buf_put(&b, "null", 4) < 0) { err = 1; break; }
-            if (buf_put(&b, hit->kind_json, hit->kind_json_len) < 0) { err = 1; break; }
-            int h = 0, have_rid = 0;
-            for (int j = 0; j < hit->nparts && !err; j++) {
-                const Part *p = &hit->parts[j];
-                if (p->type == P_LIT) continue;
-                if (p->is_rid) {
-                    if (buf_put(&b, "\"", 1) < 0 || buf_esc(&b, holes[h].s, holes[h].n) < 0 || buf_put(&b, "\"", 1) < 0) err = 1;
-                    have_rid = 1;
-                }
-                h++;
-            }
-            if (err) break;
-            if (!have_rid && buf_put(&b, "null", 4) < 0) { err = 1; break; }
-            if (buf_put(&b, ",\"fields\":{", 11) < 0) { err = 1; break; }
-            h = 0;
-            int firstf = 1;
-            for (int j = 0; j < hit->nparts; j++) {
-                const Part *p = &hit->parts[j];
-                if (p->type == P_LIT) continue;
-                Span sp = holes[h++];
-                if (!p->key) continue;
-                if (buf_put(&b, p->key + firstf, p->keylen - firstf) < 0) { err = 1; break; }
-                firstf = 0;
-                if (p->is_str) {
-                    if (buf_put(&b, "\"", 1) < 0 || buf_esc(&b, sp.s, sp.n) < 0 || buf_put(&b, "\"", 1) < 0) { err = 1; break; }
-                    continue;
-                }
-                int r = write_number(&b, p, sp.s, sp.n);
-                if (r < 0) { err = 1; break; }
-                if (r > 0) { rejected = 1; break; }
-            }
-            if (err) break;
-            if (rejected) { b.n = mark; break; }
-            if (buf_put(&b, "},\"text\":\"", 10) < 0 || (keep_text && (quotes ? buf_esc(&b, s, n) : buf_put(&b, s, n)) < 0) ||
-                buf_put(&b, "\"}\n", 3) < 0) { err = 1; break; }
+        if (strict) {  /* finished at once */
+            if (emit_rec(&sc, &rec) < 0) { err = 1; break; }
+            c_consumed += 1;
+            c_cur = nxt;
+            rec_release(&rec);
         }
-        counts[hit->index]++;
-        if (in.src == SRC_ENV) {
-            lt[0] = in.mo; lt[1] = in.dd; lt[2] = in.hh; lt[3] = in.mi; lt[4] = in.ss;
-            memcpy(lastts, curts, curts_n);
-            lastts_n = curts_n;
+    ts_update:
+        if (shape == L_ENV) {
+            lt[0] = li.mo; lt[1] = li.dd; lt[2] = li.hh; lt[3] = li.mi; lt[4] = li.ss;
+            memcpy(lastts, curts, curts_n); lastts_n = curts_n;
+            if (mode == 0) { Py_DECREF(last_ts); last_ts = cur_dt; Py_INCREF(last_ts); }
         }
-        consumed++;
-        cur = nxtcur;
+        if (strict) {
+            memcpy(c_lt, lt, sizeof lt);
+            memcpy(c_lastts, lastts, lastts_n); c_lastts_n = lastts_n;
+            c_prev_cr = 0;
+        }
+        prev_cr = li.cr;
+        cur = nxt;
+        lineno++;
     }
-    Py_XDECREF(cur_dt);
-    Py_XDECREF(src_cache);
-    if (mode == 0) Py_DECREF(last_ts);
-    buf_free(&head);
-    if (err) {
-        buf_free(&b);
-        Py_XDECREF(events);
-        PyMem_Free(counts);
-        return NULL;
-    }
-    Py_ssize_t stop = cur;
-    /* where could the compiled path take over again? (the line at stop is left to Python in any case) */
-    Py_ssize_t probe = stop, after;
-    int have = src_line(&src, probe, &s, &n, &after, &lok);
-    if (have) {
-        probe = after;
-        while (src_line(&src, probe, &s, &n, &after, &lok)) {
-            int quotes;
-            if (lok && classify(t, s, n, year > 0 ? year : 2000, &in, holes, &quotes, src.buf != NULL)) break;
+    if (probe < 0 && !err) {
+        /* where could the scanner take over again? after the line it stopped at, past the lines it cannot read */
+        Py_ssize_t after;
+        probe = nxt > cur ? nxt : cur + 1;
+        while (src_line(&sc.src, probe, &s, &n, &after, &lok)) {
+            if (lok && analyze_line(s, n, yr, &li, sc.src.buf != NULL) != L_BAIL && !(li.shape == L_RAW && (li.bracket || li.json)))
+                break;
             probe = after;
         }
     }
-    PyObject *out = mode == 1 ? buf_finish(&b) : mode == 0 ? events : (Py_INCREF(Py_None), Py_None);
-    buf_free(&b);
+    rec_release(&rec);
+    Py_XDECREF(cur_dt);
+    Py_DECREF(last_ts);
+    Py_XDECREF(sc.src_cache);
+    buf_free(&sc.head);
+    buf_free(&sc.key);
+    if (hits_flush(&sc.hs) < 0) err = 1;
+    PyMem_Free(sc.hs.touched);
+    if (err) goto fail_out;
+    Py_ssize_t stop = c_cur;
+    PyObject *out = mode == 1 ? buf_finish(&sc.b) : mode == 0 ? sc.events : (Py_INCREF(Py_None), Py_None);
+    sc.events = NULL;
+    buf_free(&sc.b);
     PyObject *cl = PyList_New(t->ntemplates);
-    for (int k = 0; cl && k < t->ntemplates; k++) PyList_SET_ITEM(cl, k, PyLong_FromLong(counts[k]));
-    PyMem_Free(counts);
-    PyObject *lto = lt[0] < 0 ? (Py_INCREF(Py_None), Py_None) : Py_BuildValue("(iiiii)", lt[0], lt[1], lt[2], lt[3], lt[4]);
-    PyObject *ltjo = PyBytes_FromStringAndSize(lastts, lastts_n);
-    if (!out || !cl || !lto || !ltjo) { Py_XDECREF(out); Py_XDECREF(cl); Py_XDECREF(lto); Py_XDECREF(ltjo); return NULL; }
-    return Py_BuildValue("(NnnnNNN)", out, stop, consumed, probe, cl, lto, ltjo);
+    for (int k = 0; cl && k < t->ntemplates; k++) PyList_SET_ITEM(cl, k, PyLong_FromLong(sc.counts[k]));
+    PyMem_Free(sc.counts);
+    PyObject *lto = c_lt[0] < 0 ? (Py_INCREF(Py_None), Py_None) : Py_BuildValue("(iiiii)", c_lt[0], c_lt[1], c_lt[2], c_lt[3], c_lt[4]);
+    PyObject *ltjo = PyBytes_FromStringAndSize(c_lastts, c_lastts_n);
+    if (!out || !cl || !lto || !ltjo) {
+        Py_XDECREF(out); Py_XDECREF(cl); Py_XDECREF(lto); Py_XDECREF(ltjo); Py_XDECREF(sc.hs.hits);
+        return NULL;
+    }
+    return Py_BuildValue("(NnnnNNNNi)", out, stop, c_consumed, probe, cl, lto, ltjo, sc.hs.hits, c_prev_cr);
+fail:
+    Py_XDECREF(cur_dt);
+    Py_DECREF(last_ts);
+    buf_free(&sc.head);
+    buf_free(&sc.key);
+    PyMem_Free(sc.hs.touched);
+fail_out:
+    buf_free(&sc.b);
+    Py_XDECREF(sc.events);
+    Py_XDECREF(sc.hs.hits);
+    PyMem_Free(sc.counts);
+    return NULL;
+}
+
+static PyObject *set_hooks(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *a, *b, *c;
+    if (!PyArg_ParseTuple(args, "OOO", &a, &b, &c)) return NULL;
+    Py_XSETREF(HOOK_CLASSIFY, (Py_INCREF(a), a));
+    Py_XSETREF(HOOK_MSG_MATCH, (Py_INCREF(b), b));
+    Py_XSETREF(HOOK_RAW_MATCH, (Py_INCREF(c), c));
+    Py_RETURN_NONE;
+}
+
+static PyObject *memo_info(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    return Py_BuildValue("{s:l,s:l,s:l,s:l}", "entries", memo_n, "bytes", memo_bytes, "hits", memo_hits_total,
+                         "misses", memo_miss_total);
+}
+
+static PyObject *memo_clear(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    memo_clear_all();
+    Py_RETURN_NONE;
 }
 
 static PyObject *count_lines(PyObject *self, PyObject *arg) {
@@ -994,7 +2070,10 @@ static PyObject *count_lines(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"count_nl", count_lines, METH_O, "count_nl(bytes) -> number of newlines (memchr)"},
     {"compile", compile_table, METH_VARARGS, "compile(entries) -> table (see vllmlog/parsing/fast.py)"},
-    {"scan", scan, METH_VARARGS, "scan(table, lines_or_bytes, start, first, year, month, last_ts_json, file_json, keep_text, mode)"},
+    {"scan", scan, METH_VARARGS, "scan(table, lines_or_bytes, start, first, year, month, last_ts_json, file_json, keep_text, mode, event_cls, last_ts, file_str, pending)"},
+    {"set_hooks", set_hooks, METH_VARARGS, "set_hooks(classify, message_matches, raw_matches)"},
+    {"memo_info", memo_info, METH_NOARGS, "memo_info() -> counters of the record classification memo"},
+    {"memo_clear", memo_clear, METH_NOARGS, "memo_clear(): forget every memoised record classification"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1003,5 +2082,9 @@ static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_speedups", "Compiled f
 PyMODINIT_FUNC PyInit__speedups(void) {
     PyDateTime_IMPORT;
     if (!PyDateTimeAPI) return NULL;
+    for (int i = 0; PNAME_S[i]; i++) {
+        PNAME[i] = PyUnicode_InternFromString(PNAME_S[i]);
+        if (!PNAME[i]) return NULL;
+    }
     return PyModule_Create(&mod);
 }

@@ -54,6 +54,8 @@ except ImportError:  # no C compiler at install time: pure Python
 HOLE_TYPES = {"digits": 1, "num": 2, "numc": 3, "numcd": 4, "id": 5, "tok": 6, "word": 7, "upper": 8, "sec": 9, "d3": 10, "tail": 11,
               "idend": 12, "w": 13, "rest": 14}
 _NUMERIC = {"digits", "num", "numc", "numcd"}
+#: Native twins (in ``_speedups.c``) of patterns' Python ``post`` functions, for the busiest lines.
+POSTS = {"received": 1, "generated": 2, "aborted_many": 3}
 _HOLE = re.compile(r"\{(\w+):(\w+)\}")
 _MEMO_MAX = 1 << 16
 
@@ -138,7 +140,8 @@ def _entry(p: LinePattern, index: int, src: int) -> tuple[Any, ...]:
                     native, sys.intern(name) if shown else None, conv if shown and not is_str else None))
     kind_json = f',"kind":{orjson.dumps(p.kind).decode()},"request_id":'.encode()
     strict = int(p.id == "handbook.decode_step")
-    return ("tmpl", index, src, kind_json, 1, strict, out, sys.intern(p.kind), p.id)
+    post = POSTS[p.fast_post] if p.fast_post else 0  # (other templates mirror their post with fast_conv)
+    return ("tmpl", index, src, kind_json, post, strict, out, sys.intern(p.kind), p.id)
 
 
 def build(registry: Registry = MESSAGES, access: LinePattern | None = None) -> tuple[list[tuple[Any, ...]], list[str]]:

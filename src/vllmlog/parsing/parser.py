@@ -154,14 +154,16 @@ class LineParser:
         bad = 0
         while cur < end:
             nxt = -1
-            if not (self._prev_cr or self._end_hint):
+            if not self._end_hint:
                 lt = self.last_ts
                 if lt is not self._ltj_of:
                     self._ltj = b"null" if lt is None else ('"' + lt.isoformat() + '"').encode()
                     self._ltj_of = lt
-                chunk, stop, done, nxt, counts, lts, _ = scan(
+                chunk, stop, done, nxt, counts, lts, _, hits, prev_cr = scan(
                     table, src, cur, lineno, self.year, self._last_month, self._ltj, self._fjson_b, self.keep_text, mode,
-                    Event, self.last_ts, self.file)
+                    Event, self.last_ts, self.file, self._pending(), self._prev_cr)
+                if hits:
+                    self._count_hits(hits)
                 if done:
                     c = self._cur
                     if c is not None:
@@ -181,6 +183,7 @@ class LineParser:
                             kinds[kinds_of[k]] += n
                     self.lines += done
                     self.covered += done
+                    self._prev_cr = bool(prev_cr)
                     if lts is not None:
                         self._ts(*[f"{v:02d}" for v in lts])
                     cur = stop
@@ -202,6 +205,27 @@ class LineParser:
             lineno += len(lines)
             cur = nxt
         return bad
+
+    def _pending(self) -> tuple[Any, ...] | None:
+        """What the compiled scanner needs to know of the open record to tell whether a line continues it."""
+        c = self._cur
+        if c is None:
+            return None
+        if c.env:
+            k = c.key
+            return (1, k[0], k[1], int(k[2]), int(k[3]), int(k[4]), int(k[5]), k[6], k[7] is None, c.tb, bool(c.exc),
+                    c.cont, c.raw_cont)
+        shape = 2 if c.fields and c.fields.get("_uvicorn") else 3
+        return (shape, c.process, c.level, 0, 0, 0, 0, None, True, c.tb, bool(c.exc), c.cont, c.raw_cont)
+
+    def _count_hits(self, hits: list[tuple[str, str | None, int, int]]) -> None:
+        """Counters of the records the scanner classified (kind, unknown template and its first line)."""
+        kinds = self.kinds
+        for kind, tkey, n, line in sorted(hits, key=lambda h: h[3]):
+            kinds[kind] += n
+            if tkey is not None:
+                self.unknown_templates[tkey] += n
+                self._template_examples.setdefault(tkey, line)
 
     def _run_b(self, lines: Iterable[tuple[int, str]], out: list[Any] | None, mode: int) -> None:
         """``_run`` appending one UTF-8 chunk to ``out`` (mode 1 of ``_block``; events or nothing otherwise)."""
@@ -548,16 +572,7 @@ class LineParser:
         return True
 
     def _continue(self, cur: _Rec, lineno: int, text: str, msg: str) -> None:
-        cur.line_end = lineno
-        cur.texts.append(text)
-        if cur.tb or msg.startswith("Traceback"):
-            cur.tb = True
-            if msg and msg[0] not in " \t":
-                m = EXC_LINE.match(msg)
-                if m:
-                    cur.exc.append((m.group(1), m.group(2) or ""))
-        else:
-            cur.extra_msgs.append(msg)
+        _continue(cur, lineno, text, msg)
 
     def _json(self, lineno: int, text: str, s: str, process: str | None) -> _Rec | None:
         try:
@@ -617,79 +632,10 @@ class LineParser:
         return r
 
     def _finish(self, r: _Rec) -> Event:
-        msg = r.msg
-        extra = r.fields or {}
-        rid: str | None = extra.get("_request_id")
-        hit: tuple[LinePattern, str | None, dict[str, Any]] | None = None
-        if extra.get("_uvicorn"):
-            hit = _access(msg) or MESSAGES.match(msg)  # most uvicorn lines are access lines
-        elif r.env or extra:
-            hit = MESSAGES.match(msg)
-        else:
-            hit = RAW.match(msg) or MESSAGES.match(msg)
-        fields: dict[str, Any]
-        pattern = None
-        tmpl = None
-        if hit is not None:
-            p, prid, fields = hit
-            kind = p.kind
-            pattern = p.id
-            if prid is not None:
-                rid = prid
-        else:
-            fields = {}
-            if r.tb:
-                kind = "traceback"
-            elif not msg.strip():
-                kind = "blank" if not r.env else "log"
-            elif r.env or r.level is not None:
-                kind = "log"
-            else:
-                kind = "unparsed"
-        # multi-line records: later lines (logo, memory profiling) and exception lines add facts
-        if r.extra_msgs:
-            for m2 in r.extra_msgs[:32]:
-                h2 = MESSAGES.match(m2) if m2.strip() else None
-                if h2 is not None:
-                    for k, v in h2[2].items():
-                        fields.setdefault(k, v)
-                    if kind in ("log", "unparsed", "blank"):
-                        kind, pattern = h2[0].kind, h2[0].id
-                    if rid is None and h2[1] is not None:
-                        rid = h2[1]
-        if r.exc:
-            etype, emsg = r.exc[-1]
-            fields["exc_type"] = etype
-            fields["exc_message"] = emsg[:2000]
-            if len(r.exc) > 1:
-                fields["exc_chain"] = [f"{t}: {m[:200]}" for t, m in r.exc[-6:]]
-            # the last matching exception types the record (exc_kind, its fields); a chain ("The above exception
-            # was the direct cause …") may hold the real cause earlier — every matched kind goes to exc_kinds
-            matched: list[str] = []
-            last = True
-            for t, m in reversed(r.exc):
-                h3 = MESSAGES.match(m) or MESSAGES.match(f"{t}: {m}")
-                if h3 is not None:
-                    if h3[0].kind not in matched:
-                        matched.append(h3[0].kind)
-                    if last:
-                        last = False
-                        fields.setdefault("exc_kind", h3[0].kind)
-                        for k, v in h3[2].items():
-                            fields.setdefault(k, v)
-                        if kind in ("traceback", "log", "unparsed"):
-                            kind, pattern = h3[0].kind, h3[0].id
-            if len(matched) > 1:
-                fields["exc_kinds"] = matched[::-1]
-        if kind in ("log", "unparsed", "traceback"):
-            tmpl = template(msg) if kind != "traceback" else template(f"{fields.get('exc_type', '')}: {fields.get('exc_message', '')}")
+        kind, pattern, rid, fields, tmpl, level = _classify(r)
+        if tmpl is not None:
             self.unknown_templates[f"{kind}\t{tmpl}"] += 1
             self._template_examples.setdefault(f"{kind}\t{tmpl}", r.line)
-        if r.repeated:
-            fields["repeated"] = r.repeated
-        level = r.level
-        if level is None and kind == "nccl_timeout":
-            level = "ERROR"
         if self.keep_text and self._mode != 2:
             text = "\n".join(r.texts) if len(r.texts) > 1 else r.texts[0]
             if len(text) > MAX_TEXT:
@@ -716,6 +662,140 @@ class LineParser:
     def template_example_line(self, key: str) -> int | None:
         """First line number where an unknown template was seen."""
         return self._template_examples.get(key)
+
+
+def _classify(r: _Rec) -> tuple[str, str | None, str | None, dict[str, Any], str | None, str | None]:
+    """What a finished record is: (kind, pattern id, request id, fields, unknown-message template, level).
+
+    A pure function of the record's shape (enveloped, uvicorn, raw, JSON), level and messages: the compiled scanner
+    memoises it by those (``_c_classify``)."""
+    msg = r.msg
+    extra = r.fields or {}
+    rid: str | None = extra.get("_request_id")
+    hit: tuple[LinePattern, str | None, dict[str, Any]] | None = None
+    if extra.get("_uvicorn"):
+        hit = _access(msg) or MESSAGES.match(msg)  # most uvicorn lines are access lines
+    elif r.env or extra:
+        hit = MESSAGES.match(msg)
+    else:
+        hit = RAW.match(msg) or MESSAGES.match(msg)
+    fields: dict[str, Any]
+    pattern = None
+    tmpl = None
+    if hit is not None:
+        p, prid, fields = hit
+        kind = p.kind
+        pattern = p.id
+        if prid is not None:
+            rid = prid
+    else:
+        fields = {}
+        if r.tb:
+            kind = "traceback"
+        elif not msg.strip():
+            kind = "blank" if not r.env else "log"
+        elif r.env or r.level is not None:
+            kind = "log"
+        else:
+            kind = "unparsed"
+    # multi-line records: later lines (logo, memory profiling) and exception lines add facts
+    if r.extra_msgs:
+        for m2 in r.extra_msgs[:32]:
+            h2 = MESSAGES.match(m2) if m2.strip() else None
+            if h2 is not None:
+                for k, v in h2[2].items():
+                    fields.setdefault(k, v)
+                if kind in ("log", "unparsed", "blank"):
+                    kind, pattern = h2[0].kind, h2[0].id
+                if rid is None and h2[1] is not None:
+                    rid = h2[1]
+    if r.exc:
+        etype, emsg = r.exc[-1]
+        fields["exc_type"] = etype
+        fields["exc_message"] = emsg[:2000]
+        if len(r.exc) > 1:
+            fields["exc_chain"] = [f"{t}: {m[:200]}" for t, m in r.exc[-6:]]
+        # the last matching exception types the record (exc_kind, its fields); a chain ("The above exception
+        # was the direct cause …") may hold the real cause earlier — every matched kind goes to exc_kinds
+        matched: list[str] = []
+        last = True
+        for t, m in reversed(r.exc):
+            h3 = MESSAGES.match(m) or MESSAGES.match(f"{t}: {m}")
+            if h3 is not None:
+                if h3[0].kind not in matched:
+                    matched.append(h3[0].kind)
+                if last:
+                    last = False
+                    fields.setdefault("exc_kind", h3[0].kind)
+                    for k, v in h3[2].items():
+                        fields.setdefault(k, v)
+                    if kind in ("traceback", "log", "unparsed"):
+                        kind, pattern = h3[0].kind, h3[0].id
+        if len(matched) > 1:
+            fields["exc_kinds"] = matched[::-1]
+    if kind in ("log", "unparsed", "traceback"):
+        tmpl = template(msg) if kind != "traceback" else template(f"{fields.get('exc_type', '')}: {fields.get('exc_message', '')}")
+    if r.repeated:
+        fields["repeated"] = r.repeated
+    level = r.level
+    if level is None and kind == "nccl_timeout":
+        level = "ERROR"
+    return kind, pattern, rid, fields, tmpl, level
+
+
+def _continue(cur: _Rec, lineno: int, text: str, msg: str) -> None:
+    """A physical line joins an open record: traceback lines give its exception chain, other lines extra messages."""
+    cur.line_end = lineno
+    cur.texts.append(text)
+    if cur.tb or msg.startswith("Traceback"):
+        cur.tb = True
+        if msg and msg[0] not in " \t":
+            m = EXC_LINE.match(msg)
+            if m:
+                cur.exc.append((m.group(1), m.group(2) or ""))
+    else:
+        cur.extra_msgs.append(msg)
+
+
+def _c_classify(key: str) -> tuple[Any, ...]:
+    """The compiled scanner's hook: classify a record it grouped, given by its memo key — shape (``E`` enveloped,
+    ``U`` uvicorn, ``R`` raw), level, then its messages, ``\n``-separated — exactly as ``_finish`` would.
+
+    Returns (kind, pattern, request id, fields, template, level when the record has none, JSON of
+    ``,"kind":…,"request_id":…,"fields":{…}``, unknown-template key, cacheable). A record naming a request is not
+    kept in the memo (its message is most likely unique)."""
+    shape = key[0]
+    level, _, rest = key[1:].partition("\n")
+    msgs = rest.split("\n")
+    r = _Rec()
+    r.msg = msgs[0]
+    r.level = level or None
+    r.texts.append("")
+    if shape == "E":
+        r.env = True
+        r.tb = r.msg.startswith("Traceback")
+    elif shape == "U":
+        r.fields = {"_uvicorn": True}
+    else:
+        r.tb = r.msg.startswith("Traceback (most recent call last)")
+    for m in msgs[1:]:
+        _continue(r, 0, "", m)
+    kind, pattern, rid, fields, tmpl, lvl = _classify(r)
+    frag = dumps_safe({"kind": kind, "request_id": rid, "fields": fields})
+    return (kind, pattern, rid, fields, tmpl, lvl if r.level is None else None, b"," + frag[1:-1],
+            f"{kind}\t{tmpl}" if tmpl is not None else None, rid is None)
+
+
+def _message_matches(msg: str) -> bool:
+    return MESSAGES.match(msg) is not None
+
+
+def _raw_matches(s: str) -> bool:
+    return RAW.match(s) is not None
+
+
+if fast._speedups is not None:
+    fast._speedups.set_hooks(_c_classify, _message_matches, _raw_matches)
 
 
 # c10/glog: [W914 04:53:45.615225908 file.cpp:N] — the month is not zero-padded

@@ -45,6 +45,8 @@ class LinePattern:
     """Optional template of the same message for the compiled fast path (see ``parsing/fast.py``)."""
     fast_conv: dict[str, Callable[[str], Any]] | None = None
     """Converters the fast path uses instead of the catalogue's (to mirror what ``post`` does)."""
+    fast_post: str | None = None
+    """Name of the compiled twin of ``post`` (``fast.POSTS``) the fast path runs on the template's last hole."""
     _compiled: re.Pattern[str] | None = field(init=False, repr=False, default=None)
     _groups: list[tuple[int, str, Callable[[str], Any] | None]] = field(init=False, repr=False, default_factory=list)
     _rid: int = field(init=False, repr=False, default=0)

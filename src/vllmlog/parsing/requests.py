@@ -66,6 +66,8 @@ for _p in [
         prefix="Received request ",
         regex=rf"^Received request {_RID}: (?P<body>.*)$",
         post=_received,
+        fast="Received request {request_id:id}: {_body:rest}",
+        fast_post="received",
         examples=[
             "Received request cmpl-client-0000-f7697fb9-0: params: SamplingParams(n=1, presence_penalty=0.0, frequency_penalty=0.0, repetition_penalty=1.0, temperature=0.8, top_p=1.0, max_tokens=32), lora_request: None.",
             "Received request cmpl-c8bb49209491882707ba5f0bc7597597-0: prompt len: 47918, params: SamplingParams(n=1, temperature=0.0, top_p=1.0, max_tokens=289), prompt_token_ids len: 11602, lora_request: None, prompt_adapter_request: None.",
@@ -110,6 +112,8 @@ for _p in [
         prefix="Aborted request(s) ",
         regex=r"^Aborted request\(s\) (?P<ids>.+?)\.?$",
         post=_aborted_many,
+        fast="Aborted request(s) {_ids:rest}",
+        fast_post="aborted_many",
         examples=["Aborted request(s) cmpl-client-0001-aa-0-1a2b3c4d.", "Aborted request(s) a-1, b-2."],
         doc="V1 (0.10.1+): engine-side abort of one or more requests.",
         source="v1",
@@ -160,6 +164,8 @@ for _p in [
         prefix="Generated response ",
         regex=rf"^Generated response {_RID}(?P<mode> \(streaming delta\)| \(streaming complete\))?(?: details)?: (?:output: (?P<_out>.*?))?(?:, )?(?:output_token_ids: (?P<ids>\[[^\]]*\]|None))?(?:, )?(?:finish_reason: (?P<finish_reason>\w+))?$",
         post=_generated,
+        fast="Generated response {_rest:rest}",
+        fast_post="generated",
         examples=[
             "Generated response chatcmpl-client-0001-c735df5e (streaming complete): output: 'abc', output_token_ids: None, finish_reason: length",
             "Generated response chatcmpl-1: output: 'hello', output_token_ids: [1, 2, 3], finish_reason: stop",
