@@ -93,3 +93,34 @@ def test_server_blocks_name_their_file_in_a_multi_file_analyze(capsys) -> None:
     main(["analyze", a, b, "--no-html"])
     out = capsys.readouterr().out
     assert "server 0 (healthy.log): vLLM 0.32.0" in out and "server 0 (kv-pressure.log): vLLM 0.32.0" in out
+
+
+def test_every_runtime_import_is_a_declared_dependency() -> None:
+    """A runtime import is a runtime dependency: every module ``src/vllmlog`` imports is the standard library,
+    vllmlog itself, or a package in pyproject's ``dependencies`` (numpy, duckdb … are test extras only).
+    CI's plain-install smoke run (.ci/smoke_plain_install.py) checks the same by running the commands."""
+    import ast
+    import re
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    root = Path(__file__).resolve().parent.parent
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=;\[ ]", d, 1)[0].strip().lower().replace("-", "_") for d in deps}
+    provides = {"prometheus_client": "prometheus_client", "opentelemetry_proto": "opentelemetry", "protobuf": "google",
+                "tomli": "tomli"}
+    allowed = {provides.get(n, n) for n in names} | {"vllmlog"} | set(sys.stdlib_module_names)
+    bad = []
+    for py in (root / "src" / "vllmlog").rglob("*.py"):
+        for node in ast.walk(ast.parse(py.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                mods = [node.module]
+            else:
+                continue
+            bad += [f"{py.relative_to(root)}: {m}" for m in mods if m.split(".")[0] not in allowed]
+    assert not bad, bad
