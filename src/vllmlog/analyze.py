@@ -239,6 +239,7 @@ class Analysis:
             "timeline": rd(self.timeline) if self.timeline is not None else None,
             "unavailable": self.unavailable,
             "traces": run.traces,
+            "client": run.client,
             "startup": [w.to_dict() for w in run.startup],
             "parse": {"lines": run.parse_stats.lines, "events": run.parse_stats.events,
                       "unknown_templates": rd(run.parse_stats.to_dict(20)["unknown_templates"])},
@@ -283,12 +284,15 @@ def analyze(
     config: Any = None,
     run: Run | None = None,
     traces: Sequence[str] | Any = None,
+    client: str | None = None,
 ) -> Analysis:
     """Parse the logs (or take an already loaded ``run``), diagnose, build the timeline.
 
     ``traces``: OTLP JSON trace files whose spans join the journeys (see ``vllmlog.traces``)."""
     if run is None:
         run = load(paths, year=year, progress=progress, traces=traces)
+    if client:
+        run.add_client(client)  # before the numbers: journeys carry the client's own timings
     unavailable: dict[str, str] = {}
     numbers = compute(run)
     ru = red_use(run, numbers)

@@ -106,6 +106,17 @@ class Run:
 
         return of_run(self)
 
+    client: dict[str, Any] | None = None
+    """Client-observed vs server-side TTFT/e2e per request (``vllmlog.client.compare``); None without ``--client``."""
+
+    def add_client(self, path: str) -> dict[str, Any]:
+        """Read a load generator's per-request results and compare them with the journeys."""
+        from .client import compare, read_client
+
+        off = (self.traces or {}).get("join", {}).get("clock_offset_s", 0.0)
+        self.client = compare(read_client(path), self.journeys, offset_s=off)
+        return self.client
+
     @property
     def startup(self) -> list[Any]:
         """Start-up waterfalls from the loading spans (``traces.startup.Waterfall``), one per server start."""

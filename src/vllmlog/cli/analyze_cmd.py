@@ -15,7 +15,7 @@ from ..errors import ConfigError
 from ..redact import Redactor
 from ._app import app
 from .common import (
-    EXIT_HELP, OptInt, OptPaths, OptStr, PrometheusOpt, SinceOpt, TracesOpt, YearOpt, exit_reason, exit_status,
+    ClientOpt, EXIT_HELP, OptInt, OptPaths, OptStr, PrometheusOpt, SinceOpt, TracesOpt, YearOpt, exit_reason, exit_status,
     merge_prometheus_opt, progress_bar, stderr_console, stdout_console,
 )
 from ..parsing.fields import dumps_safe
@@ -44,6 +44,7 @@ def analyze_cmd(
     prometheus: OptStr = PrometheusOpt,
     since: OptStr = SinceOpt,
     traces: OptPaths = TracesOpt,
+    client: OptStr = ClientOpt,
 ) -> None:
     """Is the service healthy, what went wrong, what to change — and an HTML report to share."""
     if fail_on not in FAIL_ON_CHOICES:
@@ -70,10 +71,10 @@ def analyze_cmd(
 
             run = load(paths, year=year, progress=prog, traces=traces)
             merge_prometheus_opt(run, prometheus, since)
-            result = analyze(paths, year=year, run=run, config=cfg)
+            result = analyze(paths, year=year, run=run, config=cfg, client=client)
         else:
             merge_prometheus_opt(None, None, since)  # --since alone is a usage error
-            result = analyze(paths, year=year, progress=prog, traces=traces, config=cfg)  # type: ignore[arg-type]
+            result = analyze(paths, year=year, progress=prog, traces=traces, config=cfg, client=client)  # type: ignore[arg-type]
     report_path = None
     size = None
     if not no_html:

@@ -22,6 +22,10 @@ PathsT = List[str]
 OptInt = Optional[int]
 OptStr = Optional[str]
 OptPaths = Optional[List[str]]
+ClientOpt = typer.Option(None, "--client", help="The load generator's per-request results: vllm bench serve "
+                         "--save-result --save-detailed JSON, a GuideLLM report JSON, or a CSV with request id, "
+                         "ttft_s and latency_s columns; compared with the server's numbers per request.",
+                         metavar="FILE")
 
 stderr = Console(stderr=True)
 

@@ -18,7 +18,7 @@ from ..run import load
 from ..summary import SloTargets, summarize_paths
 from ._app import app
 from .common import (
-    EXIT_HELP_NO_FINDINGS, exit_status, JsonOpt, OptInt, OptPaths, OptStr, OutOpt, PathsArg, PathsT, TracesOpt, YearOpt, progress_bar, stdout_console,
+    ClientOpt, EXIT_HELP_NO_FINDINGS, exit_status, JsonOpt, OptInt, OptPaths, OptStr, OutOpt, PathsArg, PathsT, TracesOpt, YearOpt, progress_bar, stdout_console,
 )
 
 ByOpt = typer.Option(None, "--by", help="Add a digest per `day` or `hour` (the handbook's morning read).")
@@ -235,12 +235,15 @@ def requests_cmd(
     output: OptStr = OutOpt,
     year: OptInt = YearOpt,
     traces: OptPaths = TracesOpt,
+    client: OptStr = ClientOpt,
 ) -> None:
     """One row per request: queue → prefill → first token → finish, with where each number came from."""
     if metric not in ("e2e_s", "ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s"):
         raise ConfigError(f"--metric {metric!r} is not a journey duration", hint="use e2e_s, ttft_s, tpot_s, queue_s, prefill_s or decode_s")
     with progress_bar(logs) as prog:
         run = load(logs, year=year, progress=prog, traces=traces)
+    if client:
+        run.add_client(client)  # client_ttft_s / client_e2e_s columns
     js = _select(run.journeys, status, slowest, metric)
     f = _table_format(fmt, json_out, csv_out, output)
     if f is not None:
