@@ -117,7 +117,8 @@ def _header(a: Analysis, rd: Redactor, title: str) -> str:
         if d["shutdown"]:
             state += ", shut down"
         rows.append(
-            f"<tr><td>{esc(rd(d['file']))}#{d['index']}</td><td>{esc(d['version'] or '?')}</td>"
+            f"<tr><td title='{esc(rd(d['file']))}'>{esc(rd(os.path.basename(d['file'])))}#{d['index']}</td>"
+            f"<td>{esc(d['version'] or '?')}</td>"
             f"<td>{esc(rd(d['model'] or '?'))}</td><td>{esc(d['generation'] or '')}</td>"
             f"<td>{esc((d['start_ts'] or '')[:19].replace('T', ' '))}</td><td>{esc(state)}</td>"
             f"<td class='args'>{esc(kv)}</td><td>{d['first_line']}–{d['last_line']}</td></tr>")

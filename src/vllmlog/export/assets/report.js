@@ -191,7 +191,7 @@
     if (scaleCfg.integer) { axes[1].incrs = INT_INCRS; }
     var opts = {
       width: widthOf(div), height: spec.height, series: series, scales: scales, axes: axes, tzDate: utc,
-      padding: [windows.length ? 20 + nLanes * 5 : 8, 12, 0, 0],
+      padding: [windows.length ? 20 + nLanes * 5 : 8, 30, 0, 0],
       legend: { live: true },
       cursor: { sync: { key: "vllmlog-time" }, drag: { x: true, y: false } },
       hooks: { drawClear: [shadeWindows], draw: [function (u) { drawMarks(u, spec); }], setScale: [syncZoom] }
