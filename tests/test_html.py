@@ -3,8 +3,7 @@
 Checks: no console errors or exceptions, every chart draws on its canvas, the time charts share one
 x axis (zoom one, all follow), gaps in the data are gaps on the canvas, the KV axis is 0–100 %,
 degenerate histograms draw a bar, injected markup in log lines renders as text and never runs
-(and the page's CSP would stop an inline script that got in), redaction, size (no numpy: see
-test_plain_install.py), and
+(and the page's CSP would stop an inline script that got in), redaction, size (no numpy: .ci/smoke_plain_install.py runs every command in a venv without extras), and
 screenshots at 1400 px (saved as ``report-*.png`` under pytest's tmp dir, or under
 ``$VLLMLOG_TEST_ARTIFACTS``; path printed with ``-s``).
 """
