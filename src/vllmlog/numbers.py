@@ -477,6 +477,31 @@ def engine_use(series: SeriesBuilder, max_num_seqs: int | None = None,
             "batch_size": batch, "stats_preemptions": sum(pre) if pre else None}
 
 
+def waiting_span(series: SeriesBuilder, source: str) -> dict[str, Any]:
+    """When Waiting was > 0 (first → last sample) and how much of the log had no stats line at all:
+    ``time_above_0_s`` counts only observed time (sample-and-hold, a gap over 3× the interval is not held
+    across), so a 68-minute span with a 64-minute hole in the stats is 4.5 minutes of observed Waiting."""
+    first = last = None
+    gaps = 0
+    unobserved = 0.0
+    for pts in series_groups(series, "waiting", None, (source,)).values():
+        pts.sort(key=lambda p: p[0])
+        steps = sorted((b[0] - a[0]).total_seconds() for a, b in zip(pts, pts[1:]) if b[0] > a[0])
+        med = (percentile(steps, 50) if steps else None) or 1.0
+        for (ta, _va), (tb, _vb) in zip(pts, pts[1:]):
+            d = (tb - ta).total_seconds()
+            if d > 3 * med:
+                gaps += 1
+                unobserved += d - med
+        for ts, v in pts:
+            if v > 0:
+                first = ts if first is None or ts < first else first
+                last = ts if last is None or ts > last else last
+    return {"first_ts": _iso(first), "last_ts": _iso(last),
+            "span_s": (last - first).total_seconds() if first is not None and last is not None else None,
+            "stats_gaps": gaps, "unobserved_s": unobserved}
+
+
 # ----------------------------------------------------------------------------- preemptions
 def silent_preemption_intervals(samples: Sequence[StatsSample], arrivals: Sequence[float] = (),
                                 critical: float = KV_CRITICAL, caution: float = KV_CAUTION
@@ -644,6 +669,7 @@ def compute(run: Run, rs: RequestStats | None = None, slo: SloTargets | None = N
     tokens = rs.tokens_dict()
     w = use["queue"]["waiting"]
     rate = req["rate"]
+    wspan = waiting_span(run.series, use["queue"]["source"])
     return {
         "requests": req,
         "latency": lat,
@@ -655,7 +681,7 @@ def compute(run: Run, rs: RequestStats | None = None, slo: SloTargets | None = N
         "kv_cache_usage": use["kv_cache_usage"],
         "queue": dict(use["queue"], queue_wait_exceeded=rs.queue_wait_exceeded),
         "waiting": {"time_above_0_s": w.get("time_above_0_s"), "observed_s": w.get("observed_s"),
-                    "max": w.get("max"), "source": use["queue"]["source"]},
+                    "max": w.get("max"), "source": use["queue"]["source"], **wspan},
         "batch_size": use["batch_size"],
         "prefix_cache_hit_rate": use["prefix_cache_hit_rate"],
         "preemptions": pre,

@@ -155,8 +155,15 @@ def waiting_text(n: dict[str, Any]) -> str:
     if not w.get("time_above_0_s"):
         return f"Waiting never > 0 ({span_text(w['observed_s'])} observed)"
     mx = w["max"]
-    return (f"Waiting > 0 for {span_text(w['time_above_0_s'])} of {span_text(w['observed_s'])} observed "
-            f"(max {int(mx) if mx is not None and float(mx).is_integer() else fmt_number(mx)})")
+    out = (f"Waiting > 0 for {span_text(w['time_above_0_s'])} of {span_text(w['observed_s'])} observed "
+           f"(max {int(mx) if mx is not None and float(mx).is_integer() else fmt_number(mx)}")
+    if w.get("first_ts") and w.get("span_s") and w["span_s"] > (w["time_above_0_s"] or 0) * 1.5:
+        out += f"; between {w['first_ts'][11:19]} and {w['last_ts'][11:19]}"
+    if w.get("stats_gaps"):
+        g = w["stats_gaps"]
+        out += (f"; a {span_text(w['unobserved_s'])} gap" if g == 1 else
+                f"; {g} gaps ({span_text(w['unobserved_s'])} in all)") + " without stats lines, not counted"
+    return out + ")"
 
 
 def latency_cell(d: dict[str, Any], key: str) -> str:
