@@ -96,7 +96,7 @@ def test_bundled_examples_are_listed_and_analyzable() -> None:
     for n in names:
         a = analyze([example_path(n)])
         assert a.run.parse_stats.lines > 100
-        assert a.verdict in ("healthy", "degraded", "failing", "unknown")
+        assert a.verdict in ("healthy", "degraded", "failing", "down", "incomplete", "unknown")
 
 
 def test_json_document_shape() -> None:
@@ -130,7 +130,7 @@ def test_red_use_from_simulated_handbook_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name, verdict", [("healthy", "healthy"), ("kv-pressure", ("degraded", "failing")),
-                                           ("startup-kv-too-small", "failing")])
+                                           ("startup-kv-too-small", "down")])
 def test_examples_get_the_right_verdict(name: str, verdict) -> None:
     a = analyze([example_path(name)])
     assert a.findings is not None, a.unavailable
@@ -146,9 +146,15 @@ def test_terminal_output_fits_100_columns_with_long_findings() -> None:
                    "message": "message " + long, "root_cause": "cause " + long, "remediation": "fix " + long,
                    "evidence": [{"file": "/very/long/path/" + "d" * 80 + "/server.log", "line": 123456, "text": long}]}
                   ] * 7
+    a.findings = [dict(f, incident=f"I{i + 1}") for i, f in enumerate(a.findings)]
+    a.incidents = [{"id": f"I{i + 1}", "severity": "error", "impact": "failing", "category": "kv_cache_pressure_preemption",
+                    "headline": "headline " + long, "confidence": "high", "cause": {"code": "K202"}, "chain": ["K202", "failing"],
+                    "evidence": [{"file": "/very/long/path/" + "d" * 80 + "/server.log", "line": 123456, "text": long}],
+                    "fixes": ["fix " + long], "findings": ["K202"]} for i in range(7)]
+    a.verdict_info = {"status": "failing", "label": "FAILING", "reason": "headline " + long}
     out = _render(a, report_path="/tmp/" + "r" * 120 + ".html", report_bytes=4_900_000)
     _fits(out)
-    assert "FAILING" in out and "all 7 findings" in out and "fix:" in out and "report:" in out
+    assert "FAILING" in out and "2 more incident(s)" in out and "fix:" in out and "report:" in out
 
 
 @pytest.mark.parametrize("log", ["vllm-cpu/03-kv-cache-pressure-preemption.log", "vllm-cpu/06b-startup-fail-kv-cache-too-small.log",
@@ -185,7 +191,7 @@ def test_cli_json_no_html_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureF
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0 and doc["report"] is None and not (tmp_path / "vllmlog-report.html").exists()
     assert doc["servers"][0]["ready"] is False
-    assert doc["verdict"] == "failing" and doc["findings"][0]["severity"] == "critical"
+    assert doc["verdict"] == "down" and doc["findings"][0]["severity"] == "critical"
     assert main(["analyze", "--example", "startup-kv-too-small", "--no-html"]) == 0  # analyze reports by default
     assert main(["analyze", "--example", "startup-kv-too-small", "--no-html", "--fail-on", "warning"]) == 1
     assert main(["analyze", "--example", "startup-kv-too-small", "--no-html", "--fail-on", "critical"]) == 1

@@ -64,7 +64,7 @@ def test_bad_config_is_usage_error(tmp_path: Path, capsys) -> None:
 def test_human_output(capsys) -> None:
     main(["diagnose", HANG, "--year", "2026"])
     out = capsys.readouterr().out
-    assert "verdict: failing" in out and "E401" in out and "fix:" in out and "774" in out
+    assert "verdict: FAILING" in out and "E401" in out and "fix:" in out and "774" in out
     main(["diagnose", HEALTHY, "--year", "2026"])
     assert "No problems found" in capsys.readouterr().out
 

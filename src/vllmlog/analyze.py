@@ -194,6 +194,10 @@ class Analysis:
     """Parts that could not be produced → why (``{"diagnosis": "…"}``)."""
     numbers: dict[str, Any] | None = None
     """The shared numbers (``vllmlog.numbers.compute``) that ``red_use`` and ``summary`` show."""
+    incidents: list[dict[str, Any]] | None = None
+    """Incidents (``vllmlog.incidents``): what clients felt joined with its cause, worst first."""
+    verdict_info: dict[str, Any] | None = None
+    """The diagnosis's verdict (``vllmlog.verdict.Verdict.to_dict``): status, qualifier, reason, checks."""
 
     @property
     def coverage(self) -> Any:
@@ -205,12 +209,22 @@ class Analysis:
 
     @property
     def verdict(self) -> str:
-        """healthy / degraded / failing; ``incomplete`` instead of healthy when the input was not read in
-        full (never HEALTHY on nothing); ``unknown`` when the diagnosis could not run."""
-        if self.findings is None:
+        """down / failing / degraded / incomplete / healthy — the diagnosis's verdict (never HEALTHY on input
+        that was not read in full); ``unknown`` when the diagnosis could not run."""
+        if self.verdict_info is not None:
+            v = str(self.verdict_info["status"])
+        elif self.findings is None:
             return "unknown"
-        v = verdict_of(self.findings)
+        else:
+            v = verdict_of(self.findings)
         return "incomplete" if v == "healthy" and not self.coverage.complete else v
+
+    @property
+    def verdict_label(self) -> str:
+        """``HEALTHY (saturated)``, ``DOWN`` … (the verdict's status with its qualifier)."""
+        if self.verdict_info is not None:
+            return str(self.verdict_info.get("label") or self.verdict.upper())
+        return self.verdict.upper()
 
     @property
     def files(self) -> list[str]:
@@ -235,6 +249,8 @@ class Analysis:
             "red_use": self.red_use,
             "numbers": self.numbers,
             "summary": rd(self.summary) if self.summary is not None else None,
+            "verdict_detail": rd(self.verdict_info) if self.verdict_info is not None else None,
+            "incidents": rd(self.incidents) if self.incidents is not None else None,
             "findings": rd(self.findings) if self.findings is not None else None,
             "timeline": rd(self.timeline) if self.timeline is not None else None,
             "unavailable": self.unavailable,
@@ -302,12 +318,16 @@ def analyze(
 
     findings_obj: list[Any] | None = None
     findings: list[dict[str, Any]] | None = None
+    incidents: list[dict[str, Any]] | None = None
+    verdict_info: dict[str, Any] | None = None
     diag, why = _optional("diagnose")
-    if diag is not None and hasattr(diag, "diagnose"):
+    if diag is not None and hasattr(diag, "run_diagnosis"):
         try:
-            findings_obj = list(diag.diagnose(run, config=config))
-            findings = [finding_dict(f) for f in findings_obj]
-            findings.sort(key=lambda f: -severity_rank(f.get("severity")))
+            dg = diag.run_diagnosis(run, config=config)
+            findings_obj = list(dg.findings)
+            findings = [finding_dict(f) for f in findings_obj]  # incident order: each incident's cause first
+            incidents = [i.to_dict() for i in dg.incidents]
+            verdict_info = dg.verdict.to_dict() if dg.verdict is not None else None
         except Exception as exc:
             unavailable["diagnosis"] = f"diagnosis failed: {type(exc).__name__}: {exc}"
     else:
@@ -326,7 +346,7 @@ def analyze(
     else:
         unavailable["timeline"] = why or "vllmlog.timeline has no build_timeline()"
     return Analysis(run=run, red_use=ru, summary=summary, findings=findings, timeline=timeline, unavailable=unavailable,
-                    numbers=numbers)
+                    numbers=numbers, incidents=incidents, verdict_info=verdict_info)
 
 
 TIMELINE_LIMIT = 2000

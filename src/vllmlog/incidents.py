@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Iterable
 
+from .rules import advice
 from .rules.base import Evidence, Finding, Rule, Severity
 from .symptoms.base import IMPACT, LEADS_TO, Symptom
 
@@ -250,6 +251,10 @@ def build(run: Run, found: list[tuple[Rule, Finding]], symptoms: list[Symptom], 
             id="", severity=f.severity, impact="finding", headline=f.message, category=f.category,
             confidence="medium", file=f.file, server=f.server, onset=onset_of(f), end=f.last_seen, cause=f,
             findings=[f], evidence=list(f.evidence), fixes=_fixes([f])))
+    for inc in incidents:
+        st = st_of.get((inc.file, inc.server))
+        if st is not None:
+            inc.fixes = advice.reconcile(inc.fixes, st.config, max_running=st.coverage.max_running or None)
     incidents.sort(key=Incident.sort_key)
     _own_records(incidents, recs)
     for n, inc in enumerate(incidents, 1):

@@ -14,7 +14,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .analyze import Analysis
+from .analyze import Analysis, finding_view
 from .fmt import fmt_number, fmt_seconds
 from .redact import DEFAULT as DEFAULT_REDACTOR
 from .redact import Redactor
@@ -23,7 +23,7 @@ from .textview import (elide_middle, fmt_duration, hanging, span_text, latency_c
 
 SEV_STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "bold yellow", "info": "cyan"}
 VERDICT_STYLE = {"healthy": "bold white on green", "degraded": "bold black on yellow",
-                 "failing": "bold white on red", "incomplete": "bold black on bright_yellow",
+                 "failing": "bold white on red", "down": "bold white on red", "incomplete": "bold black on bright_yellow",
                  "unknown": "bold white on grey42"}
 KEY_ARGS = ("max_num_seqs", "max_model_len", "gpu_memory_utilization", "max_num_batched_tokens",
             "tensor_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "swap_space")
@@ -138,16 +138,22 @@ def render_analysis(
     width = text_width(console)
     v = a.verdict
     head = Text()
-    head.append(f" {v.upper()} ", style=VERDICT_STYLE.get(v, "bold"))
+    head.append(f" {a.verdict_label} ", style=VERDICT_STYLE.get(v, "bold"))
+    open_inc = [i for i in a.incidents or [] if i["severity"] != "info"]
     counts = Counter(f["severity"] for f in a.findings or [])
     if a.findings is None:
         head.append("  diagnosis unavailable", style="yellow")
+    elif a.incidents is not None:
+        head.append("  " + (plural(len(open_inc), "incident") if open_inc else "no incident")
+                    + (f" · {plural(len(a.findings), 'finding')}" if a.findings else ""))
     elif not a.findings:
         head.append("  no problems found" + ("" if a.coverage.complete else " in what was read"),
                     style="green" if a.coverage.complete else "yellow")
     else:
         head.append("  " + ", ".join(f"{counts[s]} {s}" for s in ("critical", "error", "warning", "info") if counts.get(s)))
     console.print(head)
+    if a.verdict_info and a.verdict_info.get("reason") and not open_inc and a.coverage.complete:
+        console.print(para("", rd(str(a.verdict_info["reason"])), width, "dim", indent=""))
     cov = a.coverage
     if not cov.complete:
         console.print(para("", cov.headline(), width, "bold yellow", indent="", cont="  "))
@@ -172,11 +178,13 @@ def render_analysis(
 
     if a.findings is None:
         console.print(Text(f"diagnosis unavailable: {a.unavailable.get('diagnosis', '')}", style="yellow"))
-    for f in a.views()[:top]:
+    if a.incidents is not None:
+        _incidents(a, console, rd, width, top, evidence_lines)
+    for f in ([] if a.incidents is not None else a.views()[:top]):
         console.print()
         for t in finding_block(f, rd, width, evidence_lines):
             console.print(t)
-    rest = a.views()[top:]
+    rest = [] if a.incidents is not None else a.views()[top:]
     if rest:
         console.print()
         for f in rest[:6]:
@@ -196,6 +204,55 @@ def render_analysis(
         size = f" ({report_bytes / 1e6:.1f} MB)" if report_bytes else ""
         console.print(Text.assemble(("report: ", "bold"), (report_path, "underline"), (size, "dim"),
                                     ("  — open it in a browser", "dim")))
+
+
+def incident_block(inc: dict[str, Any], cause: dict[str, Any] | None, rd: Redactor, width: int | None,
+                   evidence_lines: int = 3) -> list[Text]:
+    """An incident as printed: severity and what clients felt; the cause (finding, confidence); the evidence
+    (cause's lines first); the whole fix; what followed."""
+    out = []
+    t = Text()
+    t.append(f"{inc['severity'].upper():9}", style=SEV_STYLE.get(inc["severity"], ""))
+    t.append(f"[{inc['id']} · {inc['impact'].replace('_', ' ')} · {inc['category']}]", style="dim")
+    out.append(t)
+    head = inc["headline"].split(" Cause: ")[0]
+    out.append(para("", rd(_oneline(head)), width, "bold"))
+    if cause is not None:
+        out.append(para("cause: ", rd(_oneline(f"{cause['title']} [{cause['code']}] ({inc['confidence']} confidence) — "
+                                             f"{cause['message']}")), width))
+    elif inc.get("confidence") == "low":
+        out.append(para("cause: ", "no explainer matched — named by the symptom (low confidence)", width, "yellow"))
+    for e in (inc.get("evidence") or [])[:evidence_lines]:
+        out.append(evidence_text(e, rd, width))
+    fixes = inc.get("fixes") or []
+    if fixes:
+        out.append(fix_text(rd("; ".join(fixes)) + ".", width))
+    chain = [c for c in inc.get("chain") or [] if c != inc["impact"]]
+    others = [c for c in inc.get("findings") or [] if cause is None or c != cause["code"]]
+    if len(chain) > 1 or others:
+        out.append(para("then: ", " → ".join(chain) + (f" (also {', '.join(others)})" if others else ""), width, "dim"))
+    return out
+
+
+def _incidents(a: Analysis, console: Console, rd: Redactor, width: int | None, top: int, evidence_lines: int) -> None:
+    by_code = {}
+    for f in a.findings or []:
+        if f.get("incident") and f["incident"] not in by_code:
+            by_code[f["incident"]] = finding_view(f) | {"code": f.get("code")}
+    shown = [i for i in a.incidents or [] if i["severity"] != "info"]
+    for inc in shown[:top]:
+        console.print()
+        cause = by_code.get(inc["id"]) if inc.get("cause") else None
+        for t in incident_block(inc, cause, rd, width, evidence_lines + 1):
+            console.print(t)
+    if len(shown) > top:
+        console.print(Text(f"… {len(shown) - top} more incident(s): the report or --json", style="dim"))
+    notes = [f for f in a.findings or [] if not f.get("incident")]
+    if notes:
+        console.print()
+        names = ", ".join(f"{f.get('code')} {rd(str(f.get('title') or ''))}" for f in notes[:4])
+        console.print(para("notes: ", f"{plural(len(notes), 'finding')} outside any incident (saturation, normal-level "
+                           f"events): {names}" + (" …" if len(notes) > 4 else ""), width, "dim", indent=""))
 
 
 def numbers_block(a: Analysis, width: int | None) -> list[Any]:

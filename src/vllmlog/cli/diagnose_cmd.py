@@ -71,13 +71,58 @@ def diagnose_cmd(
         _dump({"incidents": [i.to_dict() for i in d.incidents], "findings": [f.to_dict() for f in findings],
                "verdict": d.verdict.to_dict(), "summary": summ, "coverage": coverage.to_dict(), "numbers": numbers})
     else:
-        _render(findings, summ, floor, numbers, coverage)
+        _render_incidents(d, summ, floor, numbers, coverage)
     code = exit_status(threshold is not None and bool(at_or_above(findings, threshold)), coverage)
     if code:
         raise typer.Exit(code)
 
 
+def _render_incidents(d, summary, floor, numbers=None, coverage=None) -> None:
+    """The verdict, then each incident (what clients felt, its cause, evidence, the whole fix), then the notes."""
+    from ..analyze import finding_dict, finding_view
+    from ..redact import DEFAULT
+    from ..render import finding_block, incident_block, para, text_width
+    from ..textview import requests_text
+
+    con = stdout_console()
+    width = text_width(con)
+    files = summary.get("files") or []
+    v = d.verdict
+    style = {"down": "bold red", "failing": "red", "degraded": "yellow", "healthy": "green", "incomplete": "bold"}
+    open_ = [i for i in d.incidents if i.severity >= floor and i.severity >= 1]
+    con.print(Text.assemble(("verdict: ", "bold"), (v.label, style.get(v.status, "bold")),
+                            f"  ({len(open_)} incident{'s' if len(open_) != 1 else ''}, {len(d.findings)} finding"
+                            f"{'s' if len(d.findings) != 1 else ''}; {len(files)} file{'s' if len(files) != 1 else ''})"))
+    if coverage is not None and not coverage.complete:
+        con.print(para("", coverage.headline(), width, "bold yellow", indent="", cont="  "))
+    if numbers is not None and numbers["requests"]["total"]:
+        con.print(para("", requests_text(numbers["requests"]), width, "dim", indent=""))
+    if v.reason and not open_:
+        con.print(para("", v.reason, width, "dim", indent="  "))
+    for inc in open_:
+        con.print()
+        idict = inc.to_dict()
+        cause = finding_view(finding_dict(inc.cause.to_dict())) | {"code": inc.cause.code} if inc.cause else None
+        for t in incident_block(idict, cause, DEFAULT, width, evidence_lines=8):
+            con.print(t)
+    notes = [f for f in d.findings if f.incident is None and f.severity >= floor]
+    if notes:
+        con.print()
+        con.print(Text("notes (outside any incident):", style="bold dim"))
+        for f in notes:
+            for t in finding_block(finding_view(finding_dict(f.to_dict())), DEFAULT, width, 1):
+                con.print(t)
+    if not open_ and not notes:
+        con.print("[green]No problems found.[/]" if not d.findings else f"[green]Nothing at or above {floor.label}.[/]")
+    if not open_ and v.checks:
+        con.print()
+        for c in v.checks:
+            mark = {"passed": "[green]✔[/]", "failed": "[red]✘[/]"}.get(c.status, "[dim]·[/]")
+            con.print(f"  {mark} {escape(c.name)}: [dim]{escape(c.detail)}[/]")
+
+
 def _render(findings, summary, floor, numbers=None, coverage=None) -> None:
+    """The findings alone (the view before incidents; kept for library callers)."""
     from ..render import para, text_width
     from ..textview import plural, requests_text
 

@@ -6,7 +6,9 @@ import re
 from typing import Any, Iterator
 
 from ..run import Run
+from ..state.config import server_config
 from . import _util as u
+from . import advice
 from .base import Finding, Rule, Severity
 from .registry import register
 
@@ -60,18 +62,28 @@ class KvCacheTooSmall(Rule):
             if zero and e.kind in ("kv_cache_blocks", "kv_cache_size"):
                 main = u.first(e)
                 blocks = []
-            if e.kind == "kv_cache_no_memory" or e.fields.get("exc_kind") == "kv_cache_no_memory" or zero:
+            blocks_av = u.num(f.get("available_blocks"))
+            if blocks_av is not None and u.num(f.get("max_num_seqs")):
+                want = int(u.num(f.get("max_num_seqs")) or 0)
+                sugg = int(blocks_av)
+                msg = (f"--max-num-seqs {want} needs one cache block per running sequence but only {sugg} fit "
+                       "(hybrid/Mamba state cache); the engine refuses to start.")
+                rem = (f"Start with `--max-num-seqs {sugg}` (or fewer), or lower `--max-model-len` / raise the memory for "
+                       "the cache so more blocks fit.")
+                main = u.ev(e, "cache blocks")
+            elif e.kind == "kv_cache_no_memory" or e.fields.get("exc_kind") == "kv_cache_no_memory" or zero:
                 msg = "No memory is left for any KV-cache block after loading the weights; the engine cannot start."
-                rem = ("Raise `--gpu-memory-utilization` (e.g. 0.95), use `--tensor-parallel-size 2` or a quantized "
-                       "checkpoint so the weights leave room for the cache, or free memory held by other processes.")
+                cfg = server_config(v)
+                rem = (advice.more_kv_memory(cfg) + "; or a quantized checkpoint so the weights leave room for the cache, "
+                       "or free memory held by other processes.")
                 sugg = None
             else:
                 sugg = int(cap) if cap else None
                 msg = (f"max model len {u.ints(max_len)} does not fit the KV cache ({u.ints(cap)} tokens); "
                        "the engine refuses to start.")
+                cfg = server_config(v)
                 rem = ((f"Start with `--max-model-len {sugg}` (fits the {u.ints(cap)}-token KV cache), or " if sugg else "Lower `--max-model-len`, or ")
-                       + "raise `--gpu-memory-utilization` (e.g. 0.95) / add GPUs (`--tensor-parallel-size`) / "
-                       "`--kv-cache-dtype fp8`; remove `--num-gpu-blocks-override` if set.")
+                       + advice.more_kv_memory(cfg) + ".")
             evid = [main] + ([u.first(blocks[-1])] if blocks else []) + u.startup_failure_lines(v, e.line_end)
             if zero and e.kind in ("kv_cache_blocks", "kv_cache_size"):
                 msg = ("The KV cache got 0 blocks after loading the weights (no memory left for a single block); "

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..run import Run
+from ..state.config import server_config
 from . import _util as u
+from . import advice
 from .base import Evidence, Finding, Rule, Severity
 from .registry import register
 
@@ -129,16 +131,16 @@ class KvCachePressure(Rule):
             # couple of intervals while the queue drains (no preemption) is how a well-sized server absorbs load
             sustained = sustained_any or len(hb) >= float(options["min_sustained_s"])  # handbook: seconds above caution
             floor_run = min(running) if running else None
+            cfg = server_config(v)
             rem = []
-            if floor_run and preempting:
-                rem.append(f"cap concurrency near what the cache holds: `--max-num-seqs {max(1, int(floor_run * 0.9))}` "
-                           f"(Running fell to {floor_run} under preemption" + (f"; now {max_seqs})" if max_seqs else ")"))
-            elif max_seqs:
-                rem.append(f"lower `--max-num-seqs` (now {max_seqs}) or client concurrency")
-            else:
-                rem.append("lower `--max-num-seqs` or client concurrency")
-            rem.append("give the cache more memory: `--gpu-memory-utilization 0.95`, more GPUs (`--tensor-parallel-size`) "
-                       "or `--kv-cache-dtype fp8`" + (f" (KV cache: {u.ints(kv_tokens)} tokens)" if kv_tokens else ""))
+            if cfg.num_gpu_blocks_override:
+                rem.append(advice.more_kv_memory(cfg))
+            seats = advice.fewer_seqs(cfg, floor_run if preempting else max(running or [0]) or None,
+                                      f"Running fell to {floor_run} under preemption" if preempting and floor_run else "")
+            if seats:
+                rem.append(seats)
+            if not cfg.num_gpu_blocks_override:
+                rem.append(advice.more_kv_memory(cfg) + (f" (KV cache: {u.ints(kv_tokens)} tokens)" if kv_tokens else ""))
             rem.append("shorten `max_tokens` / `--max-model-len`; watch `vllm:num_preemptions_total`")
             first_ev = min([s for s in samples_all], key=lambda s: s.line, default=None)
             yield self.finding(
@@ -150,8 +152,12 @@ class KvCachePressure(Rule):
                 evidence=u.dedupe(evid, limit=24), first_seen=first, last_seen=last,
                 count=max(len(pre), int(field_total), len(samples_all), 1), file=v.file,
                 process=(first_ev.process if first_ev else (pre[0].process if pre else None)), server=v.index,
-                root_cause=("More sequences are admitted than the KV cache can hold as they grow, so the scheduler evicts "
-                            "and recomputes them (preemption), wasting work." if preempting else
+                root_cause=((f"The KV cache is capped at {cfg.num_gpu_blocks_override} blocks by --num-gpu-blocks-override"
+                             + (f" ({u.ints(kv_tokens)} tokens)" if kv_tokens else "") + ": more sequences are admitted than "
+                             "it holds as they grow, so the scheduler evicts and recomputes them." if cfg.num_gpu_blocks_override
+                             and preempting else
+                             "More sequences are admitted than the KV cache can hold as they grow, so the scheduler evicts "
+                             "and recomputes them (preemption), wasting work.") if preempting else
                             "The KV cache is close to full: the next burst or longer outputs will trigger preemption."),
                 remediation="; ".join(rem) + ".",
                 data={"can_explain": preempting or peak >= critical or bool(alloc),

@@ -1,0 +1,89 @@
+"""Fixes that agree with the facts of the server they are for.
+
+Rules phrase their remediation with these helpers, and ``reconcile`` checks every incident's fixes once more:
+never advise the value the server already uses, the CPU backend's KV cache is ``VLLM_CPU_KVCACHE_SPACE`` (not
+``--gpu-memory-utilization``), a ``--num-gpu-blocks-override`` in the arguments *is* the KV-cache limit (name it,
+do not advise more GPU memory), and lowering ``--max-num-seqs`` is no fix while one request runs at a time.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..state.config import ServerConfig
+
+
+def _g(x: float | None) -> str:
+    return "?" if x is None else f"{x:g}"
+
+
+def more_kv_memory(cfg: ServerConfig | None) -> str:
+    """How to give the KV cache more room on this server."""
+    if cfg is not None and cfg.num_gpu_blocks_override:
+        toks = f" ({cfg.kv_cache_tokens:,} tokens)" if cfg.kv_cache_tokens else ""
+        return (f"remove `--num-gpu-blocks-override {cfg.num_gpu_blocks_override}`: it caps the KV cache at "
+                f"{cfg.num_gpu_blocks_override} blocks{toks} whatever memory is free")
+    if cfg is not None and cfg.cpu:
+        have = f" (now {cfg.kv_cache_memory_gib:g} GiB)" if cfg.kv_cache_memory_gib else ""
+        return f"give the CPU KV cache more memory: `VLLM_CPU_KVCACHE_SPACE=<GiB>`{have}"
+    opts = []
+    util = cfg.gpu_memory_utilization if cfg is not None else None
+    if util is None or util < 0.95:
+        opts.append(f"`--gpu-memory-utilization {0.95 if util is None or util < 0.9 else min(0.98, round(util + 0.03, 2)):g}`"
+                    + (f" (now {_g(util)})" if util is not None else ""))
+    tp = cfg.tensor_parallel_size if cfg is not None else 1
+    opts.append(f"more GPUs (`--tensor-parallel-size {max(2, tp * 2)}`)")
+    if cfg is None or not (cfg.kv_cache_dtype or "").startswith("fp8"):
+        opts.append("`--kv-cache-dtype fp8`")
+    return "give the KV cache more memory: " + " or ".join(opts)
+
+
+def fewer_seqs(cfg: ServerConfig | None, running: float | None, reason: str = "") -> str | None:
+    """Advice to admit fewer sequences (None when it cannot help: one request runs at a time)."""
+    if running is not None and running <= 1:
+        return None
+    target = max(1, int((running or 0) * 0.9)) if running else None
+    now = cfg.max_num_seqs if cfg is not None else None
+    if target and now and target >= now:
+        target = max(1, now - 1) if now > 1 else None
+    if target:
+        return f"cap concurrency near what the cache holds: `--max-num-seqs {target}`" + (f" ({reason})" if reason else "") \
+            + (f"; now {now}" if now else "")
+    return "lower `--max-num-seqs` or client concurrency" + (f" (now {now})" if now else "")
+
+
+_FLAG = re.compile(r"`--([\w-]+)[ =]([\w.]+)`")
+
+
+def reconcile(fixes: list[str], cfg: ServerConfig | None, *, max_running: int | None = None) -> list[str]:
+    """Drop or rewrite fixes that contradict the server's facts (see the module docstring)."""
+    if cfg is None:
+        return fixes
+    out: list[str] = []
+    for fx in fixes:
+        if cfg.cpu and "--gpu-memory-utilization" in fx and "VLLM_CPU_KVCACHE_SPACE" not in fx:
+            fx = re.sub(r"`--gpu-memory-utilization(?: [\d.]+)?`", "`VLLM_CPU_KVCACHE_SPACE=<GiB>` (CPU backend)", fx)
+        if cfg.num_gpu_blocks_override and "gpu-memory-utilization" in fx and "num-gpu-blocks-override" not in fx:
+            fx = more_kv_memory(cfg)
+        if max_running is not None and max_running <= 1 and re.search(r"lower `--max-num-seqs`|`--max-num-seqs \d+`", fx, re.I) \
+                and "raise" not in fx:
+            continue
+        same = False
+        for flag, val in _FLAG.findall(fx):
+            now = getattr(cfg, flag.replace("-", "_"), None)
+            if now is not None and str(now) == val or (isinstance(now, float) and _num_eq(now, val)):
+                same = True
+        if same:
+            continue
+        if fx not in out:
+            out.append(fx)
+    return out
+
+
+def _num_eq(a: float, b: str) -> bool:
+    try:
+        return abs(a - float(b)) < 1e-9
+    except ValueError:
+        return False
