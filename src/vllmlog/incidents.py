@@ -291,8 +291,8 @@ def _incident(syms: list[Symptom], cands: list[tuple[Rule, Finding, int, list[Sy
         def rank(c: tuple[Rule, Finding, int, list[Symptom]]) -> tuple[Any, ...]:
             r, f, k, explained = c
             t = onset_of(f)
-            return (min(depth[id(s)] for s in explained), -k, -SPECIFICITY.get(f.category, 1), t or datetime.max,
-                    -int(f.severity))
+            return (min(depth[id(s)] for s in explained), bool(getattr(r, "fallback", False)), -k,
+                    -SPECIFICITY.get(f.category, 1), t or datetime.max, -int(f.severity))
         cands.sort(key=rank)
         _, cause, k, _ = cands[0]
         conf = "high" if k == 2 else "medium"

@@ -420,8 +420,8 @@ class LineParser:
                 r.key = key
                 r.env = True
                 r.repeated = repeated
-                if msg.startswith("Traceback"):
-                    r.tb = True
+                if msg.startswith("Traceback") or msg.endswith("Traceback (most recent call last):"):
+                    r.tb = True  # also V1 0.7–0.8's "EngineCore hit an exception: Traceback (most recent call last):"
                 elif msg[-1:] == ":":
                     r.raw_cont = 3
                 elif msg.startswith("Exception in callback "):

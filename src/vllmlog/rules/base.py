@@ -166,6 +166,9 @@ class Rule:
     minutes after the hang it explains)."""
     explains: ClassVar[tuple[str, ...]] = ()
     """Symptom kinds (``symptoms.KINDS``) this rule's findings can be the cause of."""
+    fallback: ClassVar[bool] = False
+    """A generic explainer (engine failed to start, engine died, engine hung): any specific cause that explains the
+    same symptom is preferred to it."""
     needs_symptom: ClassVar[bool] = False
     """The finding only matters when clients feel it (KV near full, a queue, a slow speed): without a symptom
     it is saturation and reported as info."""

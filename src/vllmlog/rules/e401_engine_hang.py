@@ -33,6 +33,7 @@ class EngineHang(Rule):
     code, slug, category, severity = "E401", "engine-hang", "engine_hang", Severity.ERROR
     title = "Engine hang: requests running, no tokens produced"
     explains = ("stalled", "queueing", "aborting", "failing", "slow")
+    fallback = True
     consequence_of = ("distributed_nccl",)
     consequence_any_time = ("distributed_nccl",)
     options: dict[str, Any] = {"gap_factor": 2.5, "critical_s": 300.0, "window_s": 180.0}

@@ -28,6 +28,7 @@ class SchedulerStall(Rule):
     code, slug, category, severity = "E402", "scheduler-stall", "engine_hang", Severity.ERROR
     title = "Queue stalled: waiting requests never admitted"
     explains = ("stalled", "queueing", "aborting")
+    fallback = True
     consequence_of = ("distributed_nccl",)
     consequence_any_time = ("distributed_nccl",)
     options: dict[str, Any] = {"stall_s": 300.0}

@@ -40,6 +40,7 @@ class EngineDead(Rule):
     code, slug, category, severity = "E403", "engine-dead", "engine_dead", Severity.CRITICAL
     title = "Engine died while serving"
     explains = ("dead", "failing", "aborting")
+    fallback = True
     options: dict[str, Any] = {}
     consequence_of = ("runtime_oom", "distributed_nccl", "engine_hang")
 

@@ -61,6 +61,7 @@ class EngineStartFailed(Rule):
     code, slug, category, severity = "E404", "engine-start-failed", "engine_dead", Severity.CRITICAL
     title = "Engine failed to start"
     explains = ("never_ready",)
+    fallback = True
     options: dict[str, Any] = {}
     consequence_of = ("startup_oom", "kv_cache_capacity_error", "model_load_failure", "config_error", "distributed_nccl")
 
@@ -71,10 +72,12 @@ class EngineStartFailed(Rule):
                 # when the failed start never became ready): the unambiguous start-up failures before the restart
                 rst = [e.line for e in v.of("server_version", "server_args", before=v.ready_line)] if v.ready_line else []
                 fails = [e for e in v.of(*_RESTARTED_FAIL, before=rst[-1]) if not v.in_shutdown(e.line)] if rst else []
-                if not fails or v.of(*EXPLAINED, before=rst[-1]):
+                if not fails:
                     continue
             else:
-                if v.of(*EXPLAINED) or killed_workers(v, serving=False):
+                # a more specific start-up rule may explain the same failure: both are proposed, and the incident
+                # takes the specific one (this rule is a fallback explainer)
+                if killed_workers(v, serving=False):
                     continue
                 fails = [e for e in v.of(*_FAIL) if not v.in_shutdown(e.line)]
                 # an unrecognised traceback that ends the start-up (nothing but shutdown after it)
