@@ -370,8 +370,9 @@ def _dedupe_records(found: list[tuple[Rule, Finding]], recs: _Records) -> list[t
             best[key] = (r, f)
             out.append((r, f))
             continue
-        o = other[1]
-        if (SPECIFICITY.get(f.category, 1), int(f.severity)) > (SPECIFICITY.get(o.category, 1), int(o.severity)):
+        o, ro = other[1], other[0]
+        if (not getattr(r, "fallback", False), SPECIFICITY.get(f.category, 1), int(f.severity)) > \
+                (not getattr(ro, "fallback", False), SPECIFICITY.get(o.category, 1), int(o.severity)):
             out.remove(other)
             best[key] = (r, f)
             out.append((r, f))

@@ -83,6 +83,8 @@ class EngineStartFailed(Rule):
                 # an unrecognised traceback that ends the start-up (nothing but shutdown after it)
                 fails += [e for e in v.of("traceback") if e.fields.get("exc_type") and e.line_end >= v.srv.last_line - 40
                           and not v.in_shutdown(e.line) and e not in fails]
+            # a worker-only log whose API server (another input) was serving then: a runtime failure, not a start-up
+            fails = [e for e in fails if not (v.ready_line is None and v.peer_serving and u.while_serving(v, e))]
             fails.sort(key=lambda e: e.line)
             if not fails:
                 continue
