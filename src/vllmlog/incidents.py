@@ -150,7 +150,8 @@ def _leads(a: Symptom, b: Symptom) -> bool:
     """``a`` plausibly led to (or kept up) ``b``: ``b`` is a kind ``a`` leads to, same server run, and their
     windows meet — ``a`` began before ``b`` ended and ``b`` began before ``a`` ended (+ ``JOIN_S``): a stall
     that starts while a queue already exists keeps that queue from draining."""
-    if b.kind not in LEADS_TO.get(a.kind, ()) or (a.file, a.server) != (b.file, b.server):
+    health_kill = b.kind == "dead" and b.data.get("health_check") and a.kind in ("queueing", "stalled", "slow")
+    if (b.kind not in LEADS_TO.get(a.kind, ()) and not health_kill) or (a.file, a.server) != (b.file, b.server):
         return False
     if a.onset is None or b.onset is None:
         return True
@@ -321,7 +322,8 @@ def _incident(syms: list[Symptom], cands: list[tuple[Rule, Finding, int, list[Sy
         id="", severity=sev, impact=worst.kind, headline=headline, category=category, confidence=conf,
         file=worst.file, server=worst.server, onset=min(onsets) if onsets else None, end=max(ends) if ends else None,
         trend=worst.trend, cause=cause, findings=ordered, symptoms=syms, evidence=_dedupe(evid, 24),
-        fixes=_fixes(ordered))
+        fixes=_fixes([f for f in ordered if f is cause or f.severity >= Severity.WARNING])
+        or list(dict.fromkeys(s.fix for s in syms))[:2])
 
 
 def _root_symptom(syms: list[Symptom]) -> Symptom:

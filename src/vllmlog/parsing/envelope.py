@@ -28,6 +28,12 @@ VLLM = re.compile(
     r" \[?([^\]\s]+?:\d+)\] ?(.*)$",
     re.S,
 )
+# Python logging's classic "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (custom dictConfigs of
+# wrappers such as LLaMA-Factory, gpustack, KServe): "2024-12-20 15:02:07,123 - vllm.engine.metrics - INFO - msg"
+PYLOG = re.compile(
+    r"^(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))? - ([\w.]+) - (DEBUG|INFO|WARNING|ERROR|CRITICAL) - (.*)$",
+    re.S,
+)
 UVICORN = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE):\s+(.*)$", re.S)
 EXC_LINE = re.compile(
     r"^((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Timeout|Cancelled|Fault)|Exception))(?::\s?(.*))?$"

@@ -155,6 +155,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "model": ("str", "", "model name or path"),
     "architecture": ("str", "", "model architecture"),
     "model_type": ("str", "", "the checkpoint's model_type (config.json)"),
+    "replica": ("str", "", "Ray Serve replica (id, deployment, app)"),
     "available_blocks": ("int", "blocks", "KV/state cache blocks available"),
     "max_model_len": ("int", "tokens", "max model length"),
     "max_seq_len": ("int", "tokens", "model max sequence length"),

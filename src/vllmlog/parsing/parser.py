@@ -19,7 +19,8 @@ from ..model import Event
 from . import engine, failures, handbook, raw, requests, runtime, startup, uvicorn  # noqa: F401  (register patterns)
 from . import fast
 from .fields import dumps_safe
-from .envelope import ANSI, DOCKER, EXC_LINE, JOURNAL, K8S_PREFIX, K8S_TS, PROC, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM, is_tb_continuation
+from .envelope import (ANSI, DOCKER, EXC_LINE, JOURNAL, K8S_PREFIX, K8S_TS, PROC, PYLOG, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM,
+                       is_tb_continuation)
 from .registry import MESSAGES, RAW, LinePattern
 from .templates import template
 
@@ -380,8 +381,14 @@ class LineParser:
                     repeated = int(m.group(1))
                     s = s[: m.start()]
             m = vllm_match(s) if c0 in "DIWECF" else None
-            if m is not None:
-                level, yy, mo, dd, hh, mi, ss, frac, src, msg = m.groups()
+            g = m.groups() if m is not None else None
+            if g is None and c0 in "12" and s[4:5] == "-" and " - " in s[:80]:
+                mp = PYLOG.match(s)
+                if mp is not None:  # "%(asctime)s - %(name)s - %(levelname)s - %(message)s": the logger names the source
+                    yy, mo, dd, hh, mi, ss, frac, name, level, msg = mp.groups()
+                    g = (level, yy, mo, dd, hh, mi, ss, frac, name, msg)
+            if g is not None:
+                level, yy, mo, dd, hh, mi, ss, frac, src, msg = g
                 if level in _LEVEL_NORM:
                     level = _LEVEL_NORM[level]
                 if yy is not None:  # a dated prefix (logging-config --format text) states the year

@@ -17,6 +17,44 @@ def _ms_to_s(f: dict[str, Any]) -> None:
                 pass
 
 
+def _ray_serve_latency(f: dict[str, Any]) -> None:
+    v = f.pop("_latency_ms", None)
+    if v is not None:
+        try:
+            f["duration_s"] = float(v) / 1000.0
+        except ValueError:
+            pass
+
+
+for _p in [
+    LinePattern(
+        id="ray_serve.access",
+        kind="http_access",
+        prefix=None,
+        contains=" -- ",
+        # Ray Serve's request log: "INFO 2025-06-25 04:40:17,216 <app>_<deployment> <replica> <request id> -- POST
+        # /v1/chat/completions 500 84676.1ms" (the LLM router of Ray Serve LLM answers the clients)
+        regex=r"^(?:DEBUG|INFO|WARNING|ERROR) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ \S+ \S+ (?P<request_id>\S+) -- "
+              r"(?P<method>[A-Z]+) (?P<path>/\S*) (?P<http_status>\d{3}) (?P<_latency_ms>[\d.]+)ms$",
+        post=_ray_serve_latency,
+        examples=["INFO 2025-06-25 04:40:17,216 RayServeApp_LLMRouter n3x8gq2c 0d6dd5b6-b1ce-eae5-8e75-67f6f59ff89e -- POST /v1/chat/completions 500 84676.1ms"],
+        doc="Ray Serve's request log line (the router in front of vLLM answered a client: method, route, status, latency).",
+        source="ray",
+    ),
+    LinePattern(
+        id="ray_serve.health_check_failed",
+        kind="replica_stopped",
+        prefix=None,
+        contains="failed health check",
+        regex=r"Replica\((?P<replica>[^)]*)\) failed health check, stopping it",
+        examples=["WARNING 2025-06-25 04:40:15,206 controller 193700 -- Replica Replica(id='rut1591v', deployment='vLLM:Qwen--Qwen3-32B', app='RayServeApp') failed health check, stopping it."],
+        doc="Ray Serve's controller stops a replica whose health check did not answer in time (its in-flight requests fail).",
+        source="ray",
+    ),
+]:
+    RAW.add(_p)
+
+
 for _p in [
     LinePattern(
         id="nccl.watchdog_timeout",

@@ -32,7 +32,8 @@ KEY_ARGS = (
     "enable_chunked_prefill", "enable_prefix_caching", "swap_space", "block_size", "dtype",
     "quantization", "enforce_eager", "kv_cache_dtype", "max_logprobs", "port", "host",
     "num_gpu_blocks_override", "trust_remote_code", "disable_log_requests", "enable_log_requests",
-    "speculative_config", "distributed_executor_backend", "api_server_count",
+    "speculative_config", "distributed_executor_backend", "api_server_count", "enable_lora", "max_loras",
+    "cpu_offload_gb", "attention_backend", "scheduling_policy",
 )
 
 

@@ -102,9 +102,17 @@ class QueueBacklog(Rule):
             kv_room = kv and max(kv) < 0.8
             pinned_at = max(run_vals) if run_vals else None
             rem = []
-            if kv_room and pinned_at and pinned_at > 0:
+            at_cap = pinned_at is not None and (pinned_at >= cap if cap else min(run_vals) == max(run_vals))
+            if kv_room and pinned_at and pinned_at > 0 and at_cap:
                 rem.append(f"KV usage ({u.pct(max(kv))}) leaves headroom: raise `--max-num-seqs` above {pinned_at} "
                            f"(e.g. `--max-num-seqs {int(pinned_at * 1.5)}`) if latency targets allow")
+            loras = u.num(u.arg(v, "max_loras"))
+            if (u.arg(v, "enable_lora") in (True, "True") or loras) and pinned_at is not None and kv and max(kv) < 0.5 \
+                    and (cap is None or pinned_at < cap):
+                parts.append(f"Running stays below its seat limit with the KV cache nearly empty while LoRA serving is on "
+                             f"(--max-loras {int(loras) if loras else 1}): only that many adapters can be in one batch")
+                rem.insert(0, f"raise `--max-loras` above {int(loras) if loras else 1} to the number of adapters in use "
+                              "(each adds its weights to GPU memory) or route each adapter to its own replica")
             rem.append("add replicas or admission control / rate limiting in front of vLLM so offered concurrency "
                        "matches what one replica serves")
             rem.append("set client timeouts — a disconnecting client is the only way a queued request expires")

@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # pragma: no cover
 #: KV-cache usage at which the cache, not the seat count, limits admission (vLLM admits a request only when
 #: its blocks fit; a cache this full has no room for a typical prompt).
 KV_FULL = 0.90
+#: vLLM's default --max-num-seqs: 256 (V0, and V1 on most GPUs), 1024 (V1 API server on ≥ 70 GiB GPUs, 0.9+),
+#: 128 on some CPU/TPU builds.
+DEFAULT_MAX_NUM_SEQS = (256, 1024, 128)
 
 
 @dataclass(slots=True)
@@ -211,7 +214,11 @@ class ServiceState:
         waited (observed), else None."""
         if self.config.max_num_seqs and self.config.sources.get("max_num_seqs") == "logged":
             return self.config.max_num_seqs
-        return _plateau(self.intervals)
+        xs = self.intervals
+        top = max((x.running for x in xs), default=0)
+        if top in DEFAULT_MAX_NUM_SEQS and any(x.running == top and x.waiting > 0 for x in xs):
+            return top  # Running reached one of vLLM's default seat limits exactly, with requests waiting
+        return _plateau(xs)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape (``vllmlog diagnose --json`` → ``states``)."""

@@ -25,7 +25,7 @@ LEADS_TO: dict[str, tuple[str, ...]] = {
     "stalled": ("queueing", "aborting", "failing", "slow", "dead"),
     "failing": ("aborting",),
     "rejected": (),
-    "queueing": ("aborting", "slow"),
+    "queueing": ("aborting", "slow", "failing"),
     "thrashing": ("queueing", "slow", "aborting"),
     "aborting": (),
     "slow": ("queueing", "aborting"),
@@ -37,6 +37,22 @@ DEFAULT_CATEGORY = {
     "aborting": "client_abort", "slow": "slow_throughput",
 }
 TRENDS = ("degrading", "stable", "recovering", "recovered")
+#: What to do about a symptom no explainer accounts for (the detector may say something more precise in
+#: ``data['fix']``).
+DEFAULT_FIX = {
+    "dead": "read the first exception of the engine process (the first evidence line); check `dmesg -T` for OOM kills "
+            "or Xid errors; run vLLM under a supervisor that restarts it",
+    "never_ready": "read the first error of the start-up (the first evidence line); rerun with `VLLM_LOGGING_LEVEL=DEBUG`",
+    "stalled": "dump the stacks of the engine processes while it is stuck (`py-spy dump --pid <EngineCore pid>`); set "
+               "`VLLM_RPC_TIMEOUT` / `VLLM_ENGINE_ITERATION_TIMEOUT_S` so a hang fails fast",
+    "failing": "read the exception logged with the failed requests (`--log-error-stack` on 0.11+ logs it)",
+    "rejected": "read the 400 body on the client side (it names the problem) or restart with `--log-error-stack`; fix "
+                "the client's requests",
+    "queueing": "add replicas or admission control in front of vLLM; raise `--max-num-seqs` if the KV cache has room",
+    "thrashing": "lower `--max-num-seqs` or give the KV cache more memory",
+    "aborting": "raise the client/proxy timeout above the observed latency, or make requests cheaper",
+    "slow": "compare with the run's own earlier speed; check the attention backend, `--enforce-eager`, KV pressure",
+}
 
 
 @dataclass
@@ -61,6 +77,11 @@ class Symptom:
     @property
     def impact(self) -> int:
         return IMPACT[self.kind]
+
+    @property
+    def fix(self) -> str:
+        """What to do when no explainer says more."""
+        return str(self.data.get("fix") or DEFAULT_FIX[self.kind])
 
     @property
     def default_category(self) -> str:

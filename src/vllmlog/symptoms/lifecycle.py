@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterator
 
+from ..parsing.envelope import ANSI
 from ..rules import _util as u
 from ..rules.base import Evidence, Severity
 from .base import Symptom, detector
@@ -16,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Records that end an engine (or a start-up).
 FATAL = frozenset({"engine_fatal", "engine_dead", "engine_core_died", "worker_died", "process_crashed",
-                   "engine_start_failed", "engine_start_timeout", "workers_killed"})
+                   "engine_start_failed", "engine_start_timeout", "workers_killed", "replica_stopped"})
 #: Waiting on a peer that never answers.
 WAITS = frozenset({"shm_broadcast_timeout", "rpc_timeout", "engine_iteration_timeout", "engine_start_timeout",
                    "nccl_timeout"})
@@ -43,11 +44,11 @@ def _errors(st: ServiceState) -> list[Event]:
 
 
 def describe(e: Event) -> str:
-    """What a record says went wrong: ``Type: message`` of its exception, else its message."""
+    """What a record says went wrong: ``Type: message`` of its exception, else its message (no colour codes)."""
     xt, xm = e.fields.get("exc_type"), e.fields.get("exc_message")
     if xm:
         return f"{str(xt).rsplit('.', 1)[-1]}: {xm}" if xt else str(xm)
-    return u.msg_of(e)
+    return ANSI.sub("", u.msg_of(e))
 
 
 def _key_line(e: Event) -> Evidence:
@@ -143,10 +144,14 @@ def dead(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     evid = [_key_line(first_e), u.first(first_e), u.first(root)] + am.evidence[:6]
     recovered = lc.restarted or any(x.busy and not x.stuck and x.ts and root.ts and x.ts > root.ts
                                     for x in st.intervals[-3:])
+    what = ("the orchestrator stopped the replica after its health check got no answer in time"
+            if root.kind == "replica_stopped" and first_e is root else describe(first_e)[:160])
     yield Symptom(
         "dead", st.file, st.index, Severity.CRITICAL,
-        f"The engine died while serving: {describe(first_e)[:160]}" + (f" ({', '.join(dmg)})" if dmg else "") + ".",
+        f"The engine died while serving: {what}" + (f" ({', '.join(dmg)})" if dmg else "") + ".",
         onset=first_e.ts or root.ts, end=am.last_ts or root.ts, trend="recovered" if recovered else "stable",
         evidence=u.dedupe(evid, 10), process=first_e.process or root.process,
-        data={"failed_requests": am.failed_requests, "http_5xx": am.http_5xx, "root_line": first_e.line},
+        data={"failed_requests": am.failed_requests, "http_5xx": am.http_5xx, "root_line": first_e.line,
+              # an orchestrator killed it for not answering its health check: busy or stuck, not crashed
+              "health_check": root.kind == "replica_stopped"},
     )

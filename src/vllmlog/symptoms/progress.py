@@ -108,8 +108,9 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             # a deep queue at the seat limit: each request waits several service times, however short the window
             cap = run_[0].cap
             deep = [x for x in run_ if cap and x.running >= cap and x.waiting >= 2 * cap]
-            if len(deep) >= 2 and not falling:
-                pass
+            cut = nxt is None and (st.lifecycle.restarted or not st.lifecycle.shutdown_ts and _ended_badly(st))
+            if len(deep) >= 2 and (not falling or cut):
+                pass  # several service times of queue; not drained before the server run ended (killed, restarted)
             elif dur < QUEUE_S:
                 continue
             elif drained and (falling or dur < 2 * QUEUE_S):
@@ -142,6 +143,12 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                       f"{max(len(long_q), len(hb))} requests queued longer than {QUEUE_S:.0f} s.",
                       onset=ts[0] if ts else None, end=ts[-1] if ts else None, evidence=u.dedupe(evid),
                       data={"long_queue_requests": len(long_q), "wait_lines": len(hb)})
+
+
+def _ended_badly(st: ServiceState) -> bool:
+    """The server run ended with an engine death or a replica kill (not at the end of an excerpt)."""
+    return any(e.kind in ("replica_stopped", "engine_dead", "engine_core_died", "engine_fatal", "worker_died")
+               for e in st.view.events[-50:])
 
 
 @detector("thrashing")

@@ -103,13 +103,26 @@ def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
         or (e.fields.get("http_status") == 404 and e.fields.get("method") == "POST"
             and _API.match(str(e.fields.get("path") or ""))))]
     rej = [e for e in v.events if _is_client_error(e) and not v.in_shutdown(e.line)]
+    # a client that keeps calling a route that does not exist (a base URL with a trailing slash, a typo): the same
+    # API path answered 404 again and again, and that is most of what the clients do
+    by_path: dict[str, list[Event]] = {}
+    for e in v.events:
+        if e.kind == "http_access" and e.fields.get("http_status") == 404 and e.fields.get("method") != "POST" \
+                and _API.match(str(e.fields.get("path") or "")) and not v.in_shutdown(e.line):
+            by_path.setdefault(str(e.fields.get("path")), []).append(e)
+    wrong = [e for es in by_path.values() if len(es) >= 5 for e in es]
+    api = getattr(v.srv, "api_requests", 0) or 0
+    if wrong and len(wrong) / (len(wrong) + api) >= 0.5:
+        acc = sorted(acc + wrong, key=lambda e: e.line)
+    else:
+        wrong = []
     n = max(len(acc), u.distinct_requests(rej) if rej else 0)
     if n == 0:
         return
     # the reason is often the ERROR/WARNING line the API server logged just before the 4xx access line
     reasons = _reasons_before(v, acc) if not rej else []
     rej = rej or reasons
-    share = _share(n, st)
+    share = _share(n, st) if not wrong else len(wrong) / (len(wrong) + api)
     sev = (Severity.ERROR if share >= 0.5 and n >= 3 else
            Severity.WARNING if share >= 0.5 or (n >= 3 and share >= 0.01) or (n >= 2 and share >= 0.05) else Severity.INFO)
     text = " ".join(u.msg_of(e)[:300] for e in rej[:10])
@@ -123,10 +136,18 @@ def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
         + (f" ({share:.0%} of requests)" if share >= 0.01 else "")
     if rej:
         head += f": {u.msg_of(rej[0])[:140]}"
+    elif wrong:
+        paths = sorted({str(e.fields.get('path')) for e in wrong})
+        head += (f": {len(wrong)} calls to a route the server does not have ({', '.join(paths[:3])}) — a client's "
+                 "base URL or path is wrong")
     yield Symptom("rejected", st.file, st.index, sev, head + ".", onset=t0, end=t1,
                   evidence=u.dedupe([u.ev(e) for e in rej[:3]] + [u.first(e) for e in acc[:3]]), category=cat,
                   process=evs[0].process, data={"rejected": n, "share": share, "length": length, "text": text[:200],
-                                                "reasons": len(rej)})
+                                                "reasons": len(rej),
+                                                **({"fix": "point the client at the server's real routes: the base URL is "
+                                                           "`http://HOST:PORT/v1` (no trailing slash); vLLM serves "
+                                                           "/v1/models, /v1/completions, /v1/chat/completions"}
+                                                   if wrong else {})})
 
 
 def _reasons_before(v: u.ServerView, acc: list[Event]) -> list[Event]:
