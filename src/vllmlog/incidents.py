@@ -78,8 +78,14 @@ class Incident:
         out += [s.kind for s in sorted(self.symptoms, key=lambda s: s.onset or datetime.max)]
         return out
 
+    superseded: bool = False
+    """A later start of the same server (a restart in the same file) followed: the incident is history."""
+    repeats: int = 0
+    """Later server runs of the same file that failed the same way (a crash loop), merged into this incident."""
+
     def sort_key(self) -> tuple[Any, ...]:
-        return (-int(self.severity), -IMPACT.get(self.impact, 0), self.onset or datetime.max, self.file or "")
+        return (-int(self.severity), -IMPACT.get(self.impact, 0), self.superseded, self.onset or datetime.max,
+                self.file or "")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape (``vllmlog diagnose --json`` → ``incidents``)."""
@@ -93,6 +99,7 @@ class Incident:
             "file": self.file, "server": self.server,
             "evidence": [e.to_dict() for e in self.evidence], "fixes": list(self.fixes),
             "findings": [f.code for f in self.findings], "symptoms": [s.to_dict() for s in self.symptoms],
+            "repeats": self.repeats,
         }
 
 
@@ -256,6 +263,8 @@ def build(run: Run, found: list[tuple[Rule, Finding]], symptoms: list[Symptom], 
         st = st_of.get((inc.file, inc.server))
         if st is not None:
             inc.fixes = advice.reconcile(inc.fixes, st.config, max_running=st.coverage.max_running or None)
+            inc.superseded = st.lifecycle.restarted
+    incidents = _merge_repeats(incidents)
     incidents.sort(key=Incident.sort_key)
     _own_records(incidents, recs)
     for n, inc in enumerate(incidents, 1):
@@ -289,14 +298,23 @@ def _incident(syms: list[Symptom], cands: list[tuple[Rule, Finding, int, list[Sy
     cause = None
     conf = "low"
     if cands:
+        order = {id(s): i for i, s in enumerate(syms)}  # worst first
+
         def rank(c: tuple[Rule, Finding, int, list[Symptom]]) -> tuple[Any, ...]:
+            # upstream first; then the cause of the worst symptom (the headline); a specific explainer before a
+            # fallback; a verified mechanism before a plausible one; the more specific category; the earlier onset
             r, f, k, explained = c
             t = onset_of(f)
-            return (min(depth[id(s)] for s in explained), bool(getattr(r, "fallback", False)), -k,
-                    -SPECIFICITY.get(f.category, 1), t or datetime.max, -int(f.severity))
+            return (min(depth[id(s)] for s in explained), min(order[id(s)] for s in explained),
+                    bool(getattr(r, "fallback", False)), -k, -SPECIFICITY.get(f.category, 1), t or datetime.max,
+                    -int(f.severity))
         cands.sort(key=rank)
-        _, cause, k, _ = cands[0]
-        conf = "high" if k == 2 else "medium"
+        _, best, k, explained = cands[0]
+        # a cause of what followed is not the cause of the incident: when nothing explains the root symptom, the
+        # root symptom names the incident (a stall the clients then gave up on is a stall, not client aborts)
+        if min(depth[id(s)] for s in explained) == 0:
+            cause = best
+            conf = "high" if k == 2 else "medium"
     category = cause.category if cause is not None else _root_symptom(syms).default_category
     sev = max(s.severity for s in syms)
     findings = [c[1] for c in cands]
@@ -324,6 +342,35 @@ def _incident(syms: list[Symptom], cands: list[tuple[Rule, Finding, int, list[Sy
         trend=worst.trend, cause=cause, findings=ordered, symptoms=syms, evidence=_dedupe(evid, 24),
         fixes=_fixes([f for f in ordered if f is cause or f.severity >= Severity.WARNING])
         or list(dict.fromkeys(s.fix for s in syms))[:2])
+
+
+def _merge_repeats(incidents: list[Incident]) -> list[Incident]:
+    """A crash loop is one incident: the same failure (category and cause) of successive server runs of one file
+    joins the first occurrence, which cites each repeat's key line and counts them."""
+    first: dict[tuple[Any, ...], Incident] = {}
+    out: list[Incident] = []
+    for inc in sorted(incidents, key=lambda i: (i.file or "", i.server, i.onset or datetime.max)):
+        if inc.impact not in ("never_ready", "dead", "finding"):
+            out.append(inc)
+            continue
+        key = (inc.file, inc.category, inc.cause.code if inc.cause is not None else inc.impact, inc.impact)
+        head = first.get(key)
+        if head is None or head.server == inc.server:
+            first.setdefault(key, inc)
+            out.append(inc)
+            continue
+        head.repeats = getattr(head, "repeats", 0) + 1
+        head.superseded = inc.superseded
+        if inc.evidence:
+            head.evidence.append(inc.evidence[0])
+        head.findings += inc.findings
+        head.symptoms += inc.symptoms
+        head.end = max((t for t in (head.end, inc.end) if t is not None), default=None)
+    for inc in first.values():
+        n = getattr(inc, "repeats", 0)
+        if n:
+            inc.headline = f"{inc.headline} (the same failure again in {n} later restart{'s' if n > 1 else ''})"
+    return out
 
 
 def _root_symptom(syms: list[Symptom]) -> Symptom:

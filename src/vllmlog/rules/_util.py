@@ -744,3 +744,37 @@ def exit_code_text(code: Any) -> str:
     """``exit code -9`` — or, when the log says ``(exit code: None)`` or nothing, ``no exit code``
     (the process vanished without one), never ``exit code None``."""
     return "no exit code" if code is None or str(code) == "None" else f"exit code {code}"
+
+
+#: Attention backends far slower than FlashAttention/FlashInfer on the GPUs that have those.
+_SLOW_BACKENDS = re.compile(r"TRITON_ATTN|XFORMERS|TORCH_SDPA|Torch SDPA|xFormers|Triton attention", re.I)
+_FORCED = re.compile(r"Forcing \S+ backend|falling back to|not supported.*?(?:using|fall)", re.I)
+SLOW_FIX = {
+    "attention": "use a faster attention backend where the model allows it (`--attention-backend FLASH_ATTN` or "
+                 "FLASHINFER; the log says why this one was chosen) or a vLLM release that supports the model on it",
+    "enforce-eager": "drop `--enforce-eager` (CUDA graphs speed up decode several times for small batches)",
+    "cpu-offload": "avoid `--cpu-offload-gb` (weights stream over PCIe every step): more GPUs or a quantized model",
+}
+
+
+def slow_settings(v: ServerView) -> list[tuple[Any, str]]:
+    """Start-up settings known to slow decode, with the line that shows each: a slow or forced attention backend,
+    eager mode, CPU weight offload."""
+    out: list[tuple[Any, str]] = []
+    cpu = any((e.kind == "platform" and str(e.fields.get("platform", "")).lower() == "cpu")
+              or (e.kind in ("kv_cache_size", "kv_cache_blocks") and str(e.fields.get("kv_device", "")).lower().startswith("cpu"))
+              for e in v.events)
+    for e in ([] if cpu else v.events):  # the CPU backend's attention is TORCH_SDPA by design
+        head = e.text.split("\n", 1)[0]
+        if (e.kind == "attention_backend" or "backend" in head) and _SLOW_BACKENDS.search(head) and not any(
+                w.startswith("attention") for _, w in out):
+            out.append((e, "attention backend " + (_SLOW_BACKENDS.search(head).group(0))))
+        elif _FORCED.search(head) and "backend" in head.lower() and not any(w.startswith("attention") for _, w in out):
+            out.append((e, "attention backend (forced)"))
+    if arg(v, "enforce_eager") in (True, "True", "true"):
+        out.append((v.events[0] if v.events else None, "enforce-eager"))
+    if num(arg(v, "cpu_offload_gb")):
+        out.append((v.events[0] if v.events else None, "cpu-offload"))
+    return [(e, w) for e, w in out if e is not None]
+
+

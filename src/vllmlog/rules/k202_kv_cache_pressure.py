@@ -31,7 +31,7 @@ class KvCachePressure(Rule):
 
     code, slug, category, severity = "K202", "kv-cache-pressure", "kv_cache_pressure_preemption", Severity.WARNING
     title = "KV cache near full: preemption / recompute"
-    explains = ("thrashing", "queueing", "slow", "aborting", "stalled")
+    explains = ("thrashing", "queueing", "slow", "aborting")
     needs_symptom = True
     options: dict[str, Any] = {"kv_caution": 0.80, "kv_critical": 0.95, "min_intervals": 2, "min_decode_seconds": 5,
                                "min_sustained_s": 60}

@@ -12,35 +12,6 @@ from .base import Evidence, Finding, Rule, Severity
 from .registry import register
 
 
-#: Attention backends far slower than FlashAttention/FlashInfer on the GPUs that have those.
-_SLOW_BACKENDS = re.compile(r"TRITON_ATTN|XFORMERS|TORCH_SDPA|Torch SDPA|xFormers|Triton attention", re.I)
-_FORCED = re.compile(r"Forcing \S+ backend|falling back to|not supported.*?(?:using|fall)", re.I)
-_SLOW_FIX = {
-    "attention": "use a faster attention backend where the model allows it (`--attention-backend FLASH_ATTN` or "
-                 "FLASHINFER; the log says why this one was chosen) or a vLLM release that supports the model on it",
-    "enforce-eager": "drop `--enforce-eager` (CUDA graphs speed up decode several times for small batches)",
-    "cpu-offload": "avoid `--cpu-offload-gb` (weights stream over PCIe every step): more GPUs or a quantized model",
-}
-
-
-def slow_settings(v: u.ServerView) -> list[tuple[Any, str]]:
-    """Start-up settings known to slow decode, with the line that shows each: a slow or forced attention backend,
-    eager mode, CPU weight offload."""
-    out: list[tuple[Any, str]] = []
-    for e in v.events:
-        head = e.text.split("\n", 1)[0]
-        if (e.kind == "attention_backend" or "backend" in head) and _SLOW_BACKENDS.search(head) and not any(
-                w.startswith("attention") for _, w in out):
-            out.append((e, "attention backend " + (_SLOW_BACKENDS.search(head).group(0))))
-        elif _FORCED.search(head) and "backend" in head.lower() and not any(w.startswith("attention") for _, w in out):
-            out.append((e, "attention backend (forced)"))
-    if u.arg(v, "enforce_eager") in (True, "True", "true"):
-        out.append((v.events[0] if v.events else None, "enforce-eager"))
-    if u.num(u.arg(v, "cpu_offload_gb")):
-        out.append((v.events[0] if v.events else None, "cpu-offload"))
-    return [(e, w) for e, w in out if e is not None]
-
-
 @register
 class SlowGeneration(Rule):
     """## What it detects
@@ -104,7 +75,7 @@ class SlowGeneration(Rule):
                 parts.append(f"{len(slow_j)}/{len(js)} requests with TPOT > {1000 / target:.0f} ms")
                 times += [j.finish_ts for j in slow_j if j.finish_ts]
             times = [t for t in times if t]
-            slow_cfg = slow_settings(v)
+            slow_cfg = u.slow_settings(v)
             evid[0:0] = [u.first(e) for e, _ in slow_cfg[:2]]
             if slow_cfg:
                 parts.append("running with " + ", ".join(what for _, what in slow_cfg))
@@ -117,7 +88,7 @@ class SlowGeneration(Rule):
                             "the default fast path." if slow_cfg else
                             "Each sequence gets too little GPU time per step: the batch is large for the hardware, the KV "
                             "cache thrashes, or long prefills interleave with decode."),
-                remediation=("".join(f"{fix}; " for _, (_e, what) in enumerate(slow_cfg) for fix in [_SLOW_FIX.get(
+                remediation=("".join(f"{fix}; " for _, (_e, what) in enumerate(slow_cfg) for fix in [u.SLOW_FIX.get(
                                  what.split(" ", 1)[0], "")] if fix)
                              + f"Lower `--max-num-seqs` (now {u.arg(v, 'max_num_seqs') or 'default'}) to trade throughput for "
                             "per-request speed; check KV pressure (K202); use more GPUs (`--tensor-parallel-size`) or a "

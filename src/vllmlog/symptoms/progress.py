@@ -78,6 +78,28 @@ def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                           process=s0.sample.process,
                           data={"stalled_s": dur, "running": s0.running, "waiting": s0.waiting, "stuck": stuck,
                                 "stats_gap_s": gap, "timeouts": len(timeouts)})
+    # the stats stop after a busy interval while requests keep arriving: the engine stopped stepping (V1 logs
+    # stats from the engine's outputs, so a wedged engine core goes silent)
+    for xs in st.engines.values():
+        if not xs:
+            continue
+        last = xs[-1]
+        if not last.busy or v.in_shutdown(last.sample.line) or last.ts is None or v.srv.end_ts is None:
+            continue
+        silent = (v.srv.end_ts - last.ts).total_seconds()
+        typical = st.coverage.interval_s or 10.0
+        later = [j for j in v.journeys if j.arrival_ts and j.arrival_ts > last.ts]
+        later_ev = [e for e in v.events if e.ts and e.ts > last.ts and e.kind in ("request_aborted", "http_access",
+                                                                                  "shm_broadcast_timeout", "rpc_timeout")]
+        if silent >= max(6 * typical, 60.0) and len(later) + len(later_ev) >= 3 and not v.graceful_line:
+            evid = [u.sample_ev(last.sample)] + [Evidence(j.file, j.first_line, "") for j in later[:2] if j.first_line] \
+                + [u.first(e) for e in later_ev[:3]]
+            yield Symptom("stalled", st.file, st.index, Severity.CRITICAL,
+                          f"No progress: the stats stop after Running {last.running}"
+                          + (" at 0 tokens/s" if last.stuck else "") + f" — no stats line for {u.secs(silent)} while "
+                          f"{len(later) + len(later_ev)} more requests/aborts arrive.",
+                          onset=last.ts, end=v.srv.end_ts, evidence=u.dedupe(evid), process=last.sample.process,
+                          data={"stalled_s": silent, "running": last.running, "stats_stopped": True})
     # hang timeouts while serving with no stats line to show it (stats off, or the stats stopped)
     if not any(True for xs in st.engines.values() for x in xs if x.stuck):
         tos = [e for e in v.of(*_HANG) if v.serving(e.line) and not v.in_shutdown(e.line)]
@@ -109,8 +131,12 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             cap = run_[0].cap
             deep = [x for x in run_ if cap and x.running >= cap and x.waiting >= 2 * cap]
             cut = nxt is None and (st.lifecycle.restarted or not st.lifecycle.shutdown_ts and _ended_badly(st))
+            drain_s = _drain_time(run_, nxt)
             if len(deep) >= 2 and (not falling or cut):
                 pass  # several service times of queue; not drained before the server run ended (killed, restarted)
+            elif drain_s is not None and (drain_s >= 10 * QUEUE_S or (drain_s >= 4 * QUEUE_S and _seat_bound(run_))):
+                pass  # falling, but so slowly that the last requests wait many minutes — or minutes behind a seat
+                # limit that leaves the KV cache nearly empty (the configuration, not the hardware, makes them wait)
             elif dur < QUEUE_S:
                 continue
             elif drained and (falling or dur < 2 * QUEUE_S):
@@ -145,6 +171,26 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                       data={"long_queue_requests": len(long_q), "wait_lines": len(hb)})
 
 
+def _seat_bound(run_: list[Interval]) -> bool:
+    """Every seat taken while the KV cache stays under half full: raising --max-num-seqs would admit more."""
+    at = [x for x in run_ if x.binding == "max_num_seqs"]
+    return len(at) >= len(run_) / 2 and all((x.kv or 0) < 0.5 for x in at)
+
+
+def _drain_time(run_: list[Interval], nxt: Interval | None) -> float | None:
+    """How long the queue takes to empty: observed when it drained, else the time so far plus what is left at the
+    rate it fell (None when it did not fall)."""
+    if not run_ or run_[0].ts is None or run_[-1].ts is None:
+        return None
+    span = (run_[-1].ts - run_[0].ts).total_seconds() + run_[0].dt_s
+    if nxt is not None and nxt.waiting == 0:
+        return span
+    fell = run_[0].waiting - run_[-1].waiting
+    if fell <= 0 or span <= 0:
+        return None
+    return span + run_[-1].waiting / (fell / span)
+
+
 def _ended_badly(st: ServiceState) -> bool:
     """The server run ended with an engine death or a replica kill (not at the end of an excerpt)."""
     return any(e.kind in ("replica_stopped", "engine_dead", "engine_core_died", "engine_fatal", "worker_died")
@@ -162,13 +208,15 @@ def thrashing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     xs = [x for xx in st.engines.values() for x in xx if not v.in_shutdown(x.sample.line)]
     field = [x for x in xs if x.preemptions > 0 or (x.sample.swapped or 0) > 0]
     silent = _silent(st)
+    collapse = _kv_full_collapse(st)
+    silent += [(x, 0) for x in collapse if all(x is not y for y, _ in silent)]
     n_silent = sum(d for _, d in silent)
     silent = [x for x, _ in silent]
     jpre = [j for j in run.journeys if j.file == st.file and j.server == st.index and j.preemptions]
     count = max(len(pre), cum, sum(x.preemptions for x in field), n_silent, sum(j.preemptions for j in jpre))
     if not (pre or field or silent or jpre):
         return
-    sustained = count >= 2 or len(field) >= 2 or len(silent) >= 2
+    sustained = count >= 2 or len(field) >= 2 or len(silent) >= 2 or len(collapse) >= 3
     sev = Severity.WARNING if sustained else Severity.INFO
     times = sorted([e.ts for e in pre if e.ts] + [x.ts for x in field + silent if x.ts])
     evid = [u.first(e) for e in pre[:4]] + _ev(field, 4) + _ev(silent, 4)
@@ -178,9 +226,12 @@ def thrashing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     if field:
         how.append(f"{sum(x.preemptions for x in field)} preemptions / up to {max((x.sample.swapped or 0) for x in field)} "
                    "swapped in the stats")
-    if silent:
+    if n_silent:
         how.append(f"≥ {n_silent} silent preemption(s): Running fell while Waiting rose at a full cache and prompts "
                    "were prefilled again")
+    if collapse:
+        how.append(f"generation throughput collapsed at a full KV cache with requests waiting ({len(collapse)} stats "
+                   "intervals below 60 % of the same load before the cache filled): the batch thrashes")
     if jpre and not how:
         how.append(f"{len(jpre)} requests preempted")
     kv = [x.kv for x in xs if x.kv is not None]
@@ -190,11 +241,12 @@ def thrashing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                   data={"preemptions": count, "silent": len(silent), "warnings": len(pre)})
 
 
-#: Decoding one sequence reads every weight once per token, so a GPU streaming ≥ ~200 GB/s in practice (a T4
-#: reaches ~320 GB/s peak; an A100 ~2 TB/s) gives a lone request at least 200 / (GiB of weights read per token)
+#: Decoding one sequence reads every weight once per token, so a GPU streaming ≥ ~150 GB/s in practice (a T4
+#: reaches ~320 GB/s peak, half of it in a real decode step; an A100 ~2 TB/s) gives a lone request at least
+#: 150 / (GiB of weights read per token)
 #: tokens/s. The floor is that (pipeline stages read their weights one after another), capped at the handbook's
 #: target, never below 5 tokens/s; 10 tokens/s when the weights' size is not logged.
-LONE_BANDWIDTH_GBS = 200.0
+LONE_BANDWIDTH_GBS = 150.0
 
 
 def _lone_floor(st: ServiceState, opts: dict) -> float | None:
@@ -202,10 +254,34 @@ def _lone_floor(st: ServiceState, opts: dict) -> float | None:
     if st.config.cpu:
         return None
     cap = float(opts.get("min_generation_tps") or 20.0)
+    if any(w == "cpu-offload" for _, w in u.slow_settings(st.view)):
+        return cap  # weights stream over PCIe every step: the bandwidth floor of GPU memory does not apply
     w = st.config.weights_gib
     if not w:
         return min(cap, 10.0)
     return min(cap, max(5.0, LONE_BANDWIDTH_GBS / (w * max(1, st.config.pipeline_parallel_size))))
+
+
+def _kv_full_collapse(st: ServiceState) -> list[Interval]:
+    """Intervals of a KV-full thrash told by the stats alone (V0 before 0.4.x and V1 print no preemption): the
+    cache ≥ 95 % full with requests waiting, and generation throughput below 60 % of what the same server did at a
+    comparable Running (±25 %) before the cache filled — for three intervals in a row."""
+    out: list[Interval] = []
+    for xs in st.engines.values():
+        ref = [x for x in xs if x.busy and not x.stuck and (x.kv or 0) < 0.95]
+        run_: list[Interval] = []
+        for x in xs:
+            comp = [r.gen_tps for r in ref if r.ts and x.ts and r.ts < x.ts and r.running
+                    and 0.75 <= x.running / r.running <= 1.33]
+            if (x.kv or 0) >= 0.95 and x.waiting > 0 and len(comp) >= 3 and x.gen_tps < 0.6 * median(comp):
+                run_.append(x)
+                continue
+            if len(run_) >= 3:
+                out += run_
+            run_ = []
+        if len(run_) >= 3:
+            out += run_
+    return out
 
 
 def _silent(st: ServiceState) -> list[tuple[Interval, int]]:
@@ -218,7 +294,9 @@ def _silent(st: ServiceState) -> list[tuple[Interval, int]]:
             if a.kv is None or b.kv is None or a.kv < KV_FULL or b.kv < KV_FULL:
                 continue
             drop = a.running - b.running
-            if drop >= 1 and b.waiting - a.waiting >= max(1, drop / 2) and b.admitting:
+            # a real eviction, not the jitter of a full batch where requests finish and others are admitted:
+            # Running falls by ≥ 15 % of itself, and the queue grows by at least half of what left the batch
+            if drop >= max(1, 0.15 * a.running) and b.waiting - a.waiting >= max(1, drop / 2) and b.admitting:
                 out.append((b, min(drop, b.waiting - a.waiting)))
     return out
 
