@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
-"""Throughput and peak memory of ``vllmlog parse`` on generated logs (not part of the unit tests).
+"""Throughput and peak memory of vllmlog beside mawk, Polars and grep, on the same files, in the same run.
 
-    python bench/run.py [--lines 1000000 5000000] [--repeat 3] [--dir /tmp/vllmlog-bench] [--out bench/RESULTS.md]
+    python bench/run.py [--lines 1000000 5000000] [--real-lines 1000000] [--repeat 3] [--dir /tmp/vllmlog-bench]
+                        [--rss-lines 1000000 5000000 20000000] [--servers 300] [--out bench/RESULTS.md]
 
-For each size it writes a deterministic log with ``bench/make_log.py`` (once; kept in --dir), then times,
-``--repeat`` times each, whole processes under ``/usr/bin/time`` (wall, CPU, peak RSS of the process tree):
+Inputs (written once, kept in --dir):
 
-* ``vllmlog parse FILE > /dev/null``          — JSON lines, default processes
-* ``vllmlog parse -j 1 FILE > /dev/null``     — JSON lines, one process
-* ``vllmlog parse --stats FILE``              — counts only, default processes
-* ``vllmlog diagnose --json FILE`` and ``vllmlog analyze -o report.html FILE`` — the analysis, on the same
-  log as one server run and split into 300 server runs (``make_log.py --servers 300``, a crash-looping
-  pod): the analysis must cost no more per line with 300 runs than with one (``per-line vs 1 run``)
+* ``synthetic N`` — ``bench/make_log.py``: handbook journey lines (~93 % ``Decode step``), V0/V1 stats, access lines
+* ``real INFO`` — ``bench/make_real_log.py``: the real vLLM 0.32 INFO logs of the corpus repeated with shifted ids
+* ``real DEBUG`` — the same with the corpus's DEBUG-level run
 
-The best wall time of the repeats is reported (the machine is shared; the load average before each run is
-recorded next to it), and the results are written as a Markdown table to --out.
+On each input, whole processes under ``/usr/bin/time`` (wall, CPU, peak RSS of the process tree), the commands of
+one repeat run one after the other and the repeats interleaved, so every command sees the same machine; the
+median of the repeats is reported, and every vllmlog row as a ratio to the references run on the same file:
+
+* ``mawk -f bench/ref/extract.awk`` — a hand-written field extractor (kind, time, request id, numbers per line)
+* ``python bench/ref/polars_extract.py`` — the same fields by one streaming Polars plan, plus a per-request group-by
+* ``grep -c <literal>`` — one literal scan of the file (the floor), and ``wc -l``
+
+Then: the analysis on the same log as 1 and as ``--servers`` server runs (linear in server runs), and peak RSS of
+``parse`` and ``analyze`` at ``--rss-lines`` (flat in file size).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -33,87 +39,108 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from make_log import generate  # noqa: E402
+from make_real_log import generate as generate_real  # noqa: E402
 
-CASES = [  # (label, vllmlog arguments, extra environment, largest file size it runs on)
-    ("parse → /dev/null (JSONL, default -j)", ["parse", "--year", "2026"], {}, None),
-    ("parse -j 1 → /dev/null (JSONL, one process)", ["parse", "--year", "2026", "-j", "1"], {}, None),
-    ("parse --stats (default -j)", ["parse", "--stats", "--year", "2026"], {}, None),
-    ("parse -j 1, pure Python (VLLMLOG_PURE=1)", ["parse", "--year", "2026", "-j", "1"], {"VLLMLOG_PURE": "1"}, 1_000_000),
+VLLMLOG = [  # (label, arguments)
+    ("vllmlog parse → /dev/null (JSONL, default -j)", ["parse", "--year", "2026"]),
+    ("vllmlog parse -j 1 (JSONL, one process)", ["parse", "--year", "2026", "-j", "1"]),
+    ("vllmlog parse --stats", ["parse", "--stats", "--year", "2026"]),
+    ("vllmlog analyze -o report.html", ["analyze", "--year", "2026", "--fail-on", "never", "-o", "{dir}/report.html"]),
 ]
-#: the analysis, run on the log as 1 server run and as ``--servers`` runs (linear in server runs)
+PURE = ("vllmlog parse -j 1, pure Python (VLLMLOG_PURE=1)", ["parse", "--year", "2026", "-j", "1"])
 ANALYSIS = [
     ("diagnose --json", ["diagnose", "--json", "--year", "2026"]),
-    ("analyze -o report.html", ["analyze", "--year", "2026", "-o", "{dir}/report.html"]),
+    ("analyze -o report.html", ["analyze", "--year", "2026", "--fail-on", "never", "-o", "{dir}/report.html"]),
 ]
-# how fast this machine is right now: the same file through wc and awk (the reference measurements in
-# ../shared/reference/performance.md: wc -l 0.05 s for 5M lines; a mawk program computing a check answer 1.70 s).
-# (not grep -c: GNU grep stops at the first match when its output is /dev/null)
-ANCHORS = [
-    ("anchor: wc -l", ["wc", "-l"]),
-    ("anchor: awk counting Decode lines", ["awk", "/Decode step/ { n++ } END { print n }"]),
-]
+GREP = {"synthetic": "Decode step", "real INFO": "Received request", "real DEBUG": "Running batch"}
 
 
-def _time(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
+def _time(cmd: list[str], env: dict[str, str] | None = None, capture: bool = False) -> dict[str, float]:
+    """Wall, CPU (user+sys) and peak RSS of a whole process (GNU time). ``capture``: stdout to a pipe (GNU grep -c
+    to /dev/null stops at the first match)."""
     gnu_time = shutil.which("time") or "/usr/bin/time"
     fmt = "%e %U %S %M"
     with open(os.devnull, "wb") as null:
-        r = subprocess.run([gnu_time, "-f", fmt] + cmd, stdout=null, stderr=subprocess.PIPE, check=False,
-                           env={**os.environ, **(env or {})})
-    last = r.stderr.decode().strip().splitlines()[-1]
+        r = subprocess.run([gnu_time, "-f", fmt] + cmd, stdout=subprocess.PIPE if capture else null, stderr=subprocess.PIPE,
+                           check=False, env={**os.environ, **(env or {})})
+    last = r.stderr.decode(errors="replace").strip().splitlines()[-1]
     m = re.search(r"([\d.]+) ([\d.]+) ([\d.]+) (\d+)$", last)
     # diagnose/analyze exit 1 when they report findings at or above --fail-on (GNU time says so first)
     if r.returncode not in (0, 1) or m is None:
         raise SystemExit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr.decode()[-2000:]}")
-    return {"wall": float(m.group(1)), "user": float(m.group(2)), "sys": float(m.group(3)), "rss_mb": int(m.group(4)) / 1024}
+    return {"wall": float(m.group(1)), "cpu": float(m.group(2)) + float(m.group(3)), "rss_mb": int(m.group(4)) / 1024}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lines", type=int, nargs="+", default=[1_000_000, 5_000_000])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--dir", default="/tmp/vllmlog-bench")
-    ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
-    ap.add_argument("--servers", type=int, default=300, help="server runs of the linearity case (0: skip it)")
-    a = ap.parse_args(argv)
-    os.makedirs(a.dir, exist_ok=True)
-    exe = [sys.executable, "-m", "vllmlog"]
-    rows = []
+def _lines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 24), b""):
+            n += chunk.count(b"\n")
+    return n
+
+
+def inputs(a: argparse.Namespace) -> list[tuple[str, Path]]:
+    out = []
     for n in a.lines:
-        path = Path(a.dir) / f"mixed-{n}.log"
-        if not path.exists():
-            with open(path, "wb") as f:
+        p = Path(a.dir) / f"mixed-{n}.log"
+        if not p.exists():
+            with open(p, "wb") as f:
                 generate(f, n)
-        size_mb = path.stat().st_size / 1e6
-        decode_share = None
-        with open(path, "rb") as f:
-            head = f.read(64 << 20)
-            decode_share = head.count(b"] Decode step ") / max(1, head.count(b"\n"))
-        cases = [(label, exe + args, env) for label, args, env, upto in CASES if upto is None or n <= upto]
-        cases += [(label, cmd, {}) for label, cmd in ANCHORS]
-        for label, cmd, env in cases:
-            best = None
-            loads = []
-            for _ in range(a.repeat):
-                loads.append(os.getloadavg()[0])
-                r = _time(cmd + [str(path)], env)
-                if best is None or r["wall"] < best["wall"]:
-                    best = r
-            assert best is not None
-            row = {"lines": n, "mb": size_mb, "decode_share": decode_share, "case": label, **best,
-                   "lines_per_s": n / max(0.01, best["wall"]), "cpu_lines_per_s": n / max(1e-9, best["user"] + best["sys"]),
-                   "load": min(loads)}
+        out.append(("synthetic", p))
+    for level in ("info", "debug"):
+        p = Path(a.dir) / f"real-{level}-{a.real_lines}.log"
+        if not p.exists():
+            with open(p, "wb") as f:
+                generate_real(f, a.real_lines, level)
+        out.append((f"real {level.upper()}", p))
+    return out
+
+
+def commands(a: argparse.Namespace, family: str, path: Path, n: int) -> list[tuple[str, list[str], dict[str, str], bool]]:
+    exe = [sys.executable, "-m", "vllmlog"]
+    cmds = [(label, exe + [x.replace("{dir}", a.dir) for x in args] + [str(path)], {}, False) for label, args in VLLMLOG]
+    if n <= 1_000_000:
+        cmds.append((PURE[0], exe + PURE[1] + [str(path)], {"VLLMLOG_PURE": "1"}, False))
+    cmds += [
+        ("ref: mawk -f bench/ref/extract.awk", ["mawk", "-f", str(HERE / "ref" / "extract.awk"), str(path)], {}, False),
+        ("ref: Polars (bench/ref/polars_extract.py)", [sys.executable, str(HERE / "ref" / "polars_extract.py"), str(path)], {}, False),
+        (f"ref: grep -c '{GREP[family]}'", ["grep", "-c", GREP[family], str(path)], {}, True),
+        ("ref: wc -l", ["wc", "-l", str(path)], {}, False),
+    ]
+    return cmds
+
+
+def measure(a: argparse.Namespace) -> list[dict]:
+    rows = []
+    for family, path in inputs(a):
+        n = _lines(path)
+        cmds = commands(a, family, path, n)
+        runs: dict[str, list[dict]] = {label: [] for label, *_ in cmds}
+        loads = []
+        for _ in range(a.repeat):
+            loads.append(os.getloadavg()[0])
+            for label, cmd, env, cap in cmds:
+                runs[label].append(_time(cmd, env, cap))
+        med = {label: {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu", "rss_mb")} for label, rs in runs.items()}
+        mawk = med["ref: mawk -f bench/ref/extract.awk"]
+        pol = med["ref: Polars (bench/ref/polars_extract.py)"]
+        for label, *_ in cmds:
+            m = med[label]
+            row = {"input": family, "lines": n, "mb": path.stat().st_size / 1e6, "case": label, **m,
+                   "lines_per_s": n / max(0.01, m["wall"]), "x_mawk": m["wall"] / max(0.01, mawk["wall"]),
+                   "x_mawk_cpu": m["cpu"] / max(0.01, mawk["cpu"]), "x_polars": m["wall"] / max(0.01, pol["wall"]),
+                   "load": statistics.median(loads)}
             rows.append(row)
-            print(f"{n:>9,} lines {label:45s} {best['wall']:6.2f} s  {row['lines_per_s'] / 1e6:5.2f} M lines/s  "
-                  f"cpu {best['user'] + best['sys']:6.2f} s  peak RSS {best['rss_mb']:6.0f} MB  (load {row['load']:.1f})", flush=True)
-    lin = _linearity(a, exe) if a.servers > 1 else []
-    _write(a.out, rows, lin)
-    return 0
+            print(f"{family:11s} {n:>10,} {label:52s} {m['wall']:7.2f} s  cpu {m['cpu']:7.2f} s  "
+                  f"{row['lines_per_s'] / 1e6:6.2f} M lines/s  ×mawk {row['x_mawk']:5.2f} (cpu {row['x_mawk_cpu']:5.2f})  "
+                  f"×Polars {row['x_polars']:5.2f}  RSS {m['rss_mb']:5.0f} MB", flush=True)
+    return rows
 
 
-def _linearity(a: argparse.Namespace, exe: list[str]) -> list[dict]:
-    """diagnose/analyze on the smallest size as 1 server run and as ``a.servers`` runs, interleaved."""
+def linearity(a: argparse.Namespace) -> list[dict]:
+    """diagnose/analyze on the smallest synthetic size as 1 server run and as ``a.servers`` runs, interleaved."""
     n = min(a.lines)
+    exe = [sys.executable, "-m", "vllmlog"]
     paths = {}
     for k in (1, a.servers):
         paths[k] = Path(a.dir) / (f"mixed-{n}.log" if k == 1 else f"mixed-{n}-{k}srv.log")
@@ -123,50 +150,84 @@ def _linearity(a: argparse.Namespace, exe: list[str]) -> list[dict]:
     out = []
     for label, args in ANALYSIS:
         cmd = exe + [x.replace("{dir}", a.dir) for x in args]
-        best: dict[int, dict] = {}
+        runs: dict[int, list[dict]] = {k: [] for k in paths}
         for _ in range(a.repeat):
             for k, p in paths.items():  # interleaved: both see the same machine
-                r = _time(cmd + [str(p)])
-                if k not in best or r["user"] + r["sys"] < best[k]["user"] + best[k]["sys"]:
-                    best[k] = r
-        base = best[1]["user"] + best[1]["sys"]
+                runs[k].append(_time(cmd + [str(p)]))
+        base = statistics.median(r["cpu"] for r in runs[1])
         for k in paths:
-            cpu = best[k]["user"] + best[k]["sys"]
-            out.append({"lines": n, "servers": k, "case": label, **best[k], "cpu": cpu,
+            cpu = statistics.median(r["cpu"] for r in runs[k])
+            wall = statistics.median(r["wall"] for r in runs[k])
+            rss = max(r["rss_mb"] for r in runs[k])
+            out.append({"lines": n, "servers": k, "case": label, "wall": wall, "cpu": cpu, "rss_mb": rss,
                         "cpu_lines_per_s": n / max(1e-9, cpu), "vs_one": cpu / max(1e-9, base)})
-            print(f"{n:>9,} lines {k:>4} server runs {label:28s} {best[k]['wall']:6.2f} s  cpu {cpu:6.2f} s  "
-                  f"per line vs 1 run {cpu / max(1e-9, base):5.2f}  peak RSS {best[k]['rss_mb']:6.0f} MB", flush=True)
+            print(f"{n:>9,} lines {k:>4} server runs {label:28s} {wall:6.2f} s  cpu {cpu:6.2f} s  "
+                  f"per line vs 1 run {cpu / max(1e-9, base):5.2f}  peak RSS {rss:6.0f} MB", flush=True)
     return out
 
 
-def _write(out: str, rows: list[dict], lin: list[dict] | None = None) -> None:
+def rss(a: argparse.Namespace) -> list[dict]:
+    """Peak RSS of parse (one process) and analyze at several sizes of the synthetic log."""
+    exe = [sys.executable, "-m", "vllmlog"]
+    out = []
+    for n in a.rss_lines:
+        p = Path(a.dir) / f"mixed-{n}.log"
+        if not p.exists():
+            with open(p, "wb") as f:
+                generate(f, n)
+        for label, args in (("parse -j 1", ["parse", "--year", "2026", "-j", "1"]), VLLMLOG[-1]):
+            r = _time(exe + [x.replace("{dir}", a.dir) for x in args] + [str(p)])
+            out.append({"lines": n, "case": label, **r})
+            print(f"{n:>11,} lines {label:32s} {r['wall']:7.2f} s  peak RSS {r['rss_mb']:6.0f} MB", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, nargs="+", default=[1_000_000, 5_000_000], help="synthetic log sizes")
+    ap.add_argument("--real-lines", type=int, default=1_000_000, help="size of the real-log inputs")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", default="/tmp/vllmlog-bench")
+    ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    ap.add_argument("--servers", type=int, default=300, help="server runs of the linearity case (0: skip it)")
+    ap.add_argument("--rss-lines", type=int, nargs="*", default=[1_000_000, 5_000_000, 20_000_000],
+                    help="sizes for the peak-RSS table (none: skip it)")
+    a = ap.parse_args(argv)
+    os.makedirs(a.dir, exist_ok=True)
+    rows = measure(a)
+    lin = linearity(a) if a.servers > 1 else []
+    mem = rss(a) if a.rss_lines else []
+    _write(a, rows, lin, mem)
+    return 0
+
+
+def _write(a: argparse.Namespace, rows: list[dict], lin: list[dict], mem: list[dict]) -> None:
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     lines = [
-        "# vllmlog parse — throughput and peak memory",
+        "# vllmlog beside mawk, Polars and grep — throughput, ratios and peak memory",
         "",
-        f"Measured {now} by `python bench/run.py` on {platform.machine()} with {cpus} usable cores, Python "
-        f"{platform.python_version()}. Logs written by `bench/make_log.py` (handbook journey lines of 8–64 "
-        "interleaved requests, V0 and V1 stats lines, access lines). Whole-process timings under `/usr/bin/time`, "
-        "best wall time of the repeats; peak RSS is the largest process of the tree (parent or worker). "
-        "`load` is the 1-minute load average before the run: the machine is shared with other work, so "
-        "wall times above ~1 are inflated — `CPU lines/s` (lines / (user+sys)) is the steadier figure.",
+        f"Measured {now} by `python bench/run.py --repeat {a.repeat}` on {platform.machine()} with {cpus} usable cores, "
+        f"Python {platform.python_version()}. Whole processes under `/usr/bin/time` (start-up included), median of "
+        f"{a.repeat} interleaved repeats; peak RSS is the largest process of the tree. `× mawk` = vllmlog's wall time / "
+        "the mawk reference's wall time on the same file in the same run (below 1: faster than mawk); `× mawk CPU` the "
+        "same for CPU time (user + sys: a multi-process run spends more CPU than its wall time); `load` = 1-minute load "
+        "average during the repeats (the machine is shared: ratios are the figures to read, absolute times vary).",
         "",
-        "| lines | MB | Decode share | command | wall s | lines/s | CPU s | CPU lines/s | peak RSS MB | load |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| input | lines | MB | command | wall s | CPU s | lines/s (wall) | × mawk | × mawk CPU | × Polars | peak RSS MB | load |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['lines']:,} | {r['mb']:.0f} | {r['decode_share']:.1%} | {r['case']} | {r['wall']:.2f} | "
-            f"{r['lines_per_s']:,.0f} | {r['user'] + r['sys']:.2f} | {r['cpu_lines_per_s']:,.0f} | {r['rss_mb']:.0f} | {r['load']:.1f} |"
-        )
+            f"| {r['input']} | {r['lines']:,} | {r['mb']:.0f} | {r['case']} | {r['wall']:.2f} | {r['cpu']:.2f} | "
+            f"{r['lines_per_s']:,.0f} | {r['x_mawk']:.2f} | {r['x_mawk_cpu']:.2f} | {r['x_polars']:.2f} | {r['rss_mb']:.0f} | {r['load']:.1f} |")
     lines.append("")
     if lin:
         lines += [
             "### Linear in server runs",
             "",
-            "The same log as one server run and split into server runs (restarts: banner + `Application startup "
-            "complete.`, requests in flight lost); best CPU time of the repeats, runs interleaved. `per line vs 1 run` "
+            "The same synthetic log as one server run and split into server runs (restarts: banner + `Application startup "
+            "complete.`, requests in flight lost); median CPU time of the repeats, runs interleaved. `per line vs 1 run` "
             "= CPU of the split log / CPU of the one-run log (same line count): ≈ 1 is linear.",
             "",
             "| lines | server runs | command | wall s | CPU s | CPU lines/s | per line vs 1 run | peak RSS MB |",
@@ -176,13 +237,20 @@ def _write(out: str, rows: list[dict], lin: list[dict] | None = None) -> None:
             lines.append(f"| {r['lines']:,} | {r['servers']} | {r['case']} | {r['wall']:.2f} | {r['cpu']:.2f} | "
                          f"{r['cpu_lines_per_s']:,.0f} | {r['vs_one']:.2f} | {r['rss_mb']:.0f} |")
         lines.append("")
+    if mem:
+        lines += ["### Peak memory by file size (synthetic log, one run each)", "",
+                  "| lines | command | wall s | peak RSS MB |", "|---:|---|---:|---:|"]
+        for r in mem:
+            lines.append(f"| {r['lines']:,} | {r['case']} | {r['wall']:.2f} | {r['rss_mb']:.0f} |")
+        lines.append("")
     notes = ""
-    if Path(out).exists():  # keep the hand-written analysis below the generated table
-        old = Path(out).read_text(encoding="utf-8")
+    out = Path(a.out)
+    if out.exists():  # keep the hand-written analysis below the generated tables
+        old = out.read_text(encoding="utf-8")
         i = old.find("\n## Notes")
         if i >= 0:
             notes = old[i:]
-    Path(out).write_text("\n".join(lines) + notes + ("" if notes.endswith("\n") or not notes else "\n"), encoding="utf-8")
+    out.write_text("\n".join(lines) + notes + ("" if notes.endswith("\n") or not notes else "\n"), encoding="utf-8")
     print(f"wrote {out}")
 
 

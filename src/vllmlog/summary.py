@@ -7,6 +7,8 @@ here so the library does not need numpy. The JSON keys are stable (see ``summari
 
 from __future__ import annotations
 
+import bisect
+
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -120,13 +122,14 @@ def shutdown_noise(run: Run) -> Callable[[Any], bool]:
     by_file: dict[str, list[Any]] = {}
     for v in views:
         by_file.setdefault(v.file, []).append(v)
+    starts = {f: [v.srv.first_line for v in vs] for f, vs in by_file.items()}  # a file's runs in line order
 
     def after_shutdown(e: Any) -> bool:
-        best = None
-        for v in by_file.get(e.file, ()):
-            if v.srv.first_line <= e.line:
-                best = v
-        return best is not None and best.in_shutdown(e.line)
+        vs = by_file.get(e.file)
+        if not vs:
+            return False
+        i = bisect.bisect_right(starts[e.file], e.line) - 1  # the last run starting at or before the line
+        return i >= 0 and vs[i].in_shutdown(e.line)
 
     return after_shutdown
 
