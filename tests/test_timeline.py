@@ -79,3 +79,47 @@ def test_to_dict() -> None:
     _, _, tl = _tl(next((CORPUS / "incidents").glob("07-*.log")))
     d = tl[0].to_dict()
     assert set(d) >= {"ts", "kind", "text", "file", "line", "severity", "count", "code"}
+
+
+def _incidents(path):
+    from vllmlog.diagnose import run_diagnosis
+
+    run = load(str(path), year=2026)
+    dg = run_diagnosis(run)
+    return run, dg, build_timeline(run, dg.findings, incidents=dg.incidents)
+
+
+def test_incidents_open_in_the_timeline_as_diagnose_names_them() -> None:
+    """The timeline, diagnose and analyze share one diagnosis: each incident opens at its onset with its
+    id, category and confidence; an incident still going on where the log ends gets no close entry."""
+    _, dg, tl = _incidents(next((CORPUS / "incidents").glob("19-*.log")))
+    inc = [e for e in tl if e.kind == "incident"]
+    assert [e.data["incident"] for e in inc if e.data["phase"] == "open"] == [i.id for i in dg.incidents if i.onset]
+    first = dg.incidents[0]
+    opened = next(e for e in inc if e.data["incident"] == first.id)
+    assert opened.ts == first.onset and first.category in opened.text and first.headline in opened.text
+    assert first.trend != "recovered" and not any(e.data["phase"] == "close" for e in inc)
+    # an incident entry sorts before a finding and other entries of the same moment
+    same = [e for e in tl if e.ts == first.onset]
+    assert same[0].kind == "incident"
+
+
+def test_recovered_incident_closes() -> None:
+    _, dg, tl = _incidents(CORPUS / "vllm-cpu" / "02-overload-queueing.log")
+    inc = next(i for i in dg.incidents if i.trend == "recovered")
+    close = [e for e in tl if e.kind == "incident" and e.data["incident"] == inc.id and e.data["phase"] == "close"]
+    assert len(close) == 1 and close[0].ts == inc.end and "recovered after" in close[0].text
+
+
+def test_timeline_cli_centres_on_an_incident_id(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    log = next((CORPUS / "incidents").glob("19-*.log"))
+    r = subprocess.run([sys.executable, "-m", "vllmlog", "timeline", str(log), "--year", "2026", "--finding", "I1",
+                        "--window", "2m", "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    kinds = [e["kind"] for e in doc["entries"]]
+    assert "incident" in kinds and doc["window_s"] == 120

@@ -38,8 +38,16 @@ def test_cli_stdin_alerts_match_diagnose(path: Path) -> None:
         input=path.read_bytes(), capture_output=True, timeout=60,
     )
     assert r.returncode == 0, r.stderr.decode()
-    fired = {json.loads(x)["alert"]["code"] for x in r.stdout.decode().splitlines() if '"firing"' in x}
-    assert fired == expected
+    alerts = [json.loads(x)["alert"] for x in r.stdout.decode().splitlines() if '"firing"' in x]
+    assert {a["code"] for a in alerts} == expected
+    # an alert is an incident of the same diagnosis `diagnose` prints: its id, headline and fixes
+    from vllmlog.diagnose import run_diagnosis
+
+    incidents = {i.alert_code: i for i in run_diagnosis(load(str(path))).incidents}
+    for a in alerts:
+        inc = incidents[a["code"]]
+        assert (a["incident"], a["message"], a["severity"]) == (inc.id, inc.headline, inc.severity.label)
+        assert a["remediation"] == inc.fixes
 
 
 def test_library_stream_watcher_counts_and_alerts() -> None:

@@ -320,13 +320,15 @@ def analyze(
     findings: list[dict[str, Any]] | None = None
     incidents: list[dict[str, Any]] | None = None
     verdict_info: dict[str, Any] | None = None
+    incident_objs: list[Any] = []
     diag, why = _optional("diagnose")
     if diag is not None and hasattr(diag, "run_diagnosis"):
         try:
             dg = diag.run_diagnosis(run, config=config)
             findings_obj = list(dg.findings)
             findings = [finding_dict(f) for f in findings_obj]  # incident order: each incident's cause first
-            incidents = [i.to_dict() for i in dg.incidents]
+            incident_objs = list(dg.incidents)
+            incidents = [i.to_dict() for i in incident_objs]
             verdict_info = dg.verdict.to_dict() if dg.verdict is not None else None
         except Exception as exc:
             unavailable["diagnosis"] = f"diagnosis failed: {type(exc).__name__}: {exc}"
@@ -339,7 +341,7 @@ def analyze(
         try:
             # the cap is applied here: build_timeline's own cap compares entries pairwise (quadratic
             # on logs with tens of thousands of warnings); same selection, by identity
-            res = list(tl.build_timeline(run, findings_obj or [], limit=1 << 62))
+            res = list(tl.build_timeline(run, findings_obj or [], limit=1 << 62, incidents=incident_objs))
             timeline = _timeline_dicts(_cap_timeline(res, TIMELINE_LIMIT))
         except Exception as exc:
             unavailable["timeline"] = f"timeline failed: {type(exc).__name__}: {exc}"
@@ -356,7 +358,7 @@ def _cap_timeline(entries: list[Any], limit: int) -> list[Any]:
     """At most ``limit`` entries: every finding, lifecycle and error entry, then the earliest others."""
     if len(entries) <= limit:
         return entries
-    keep_ids = {id(e) for e in entries if getattr(e, "kind", None) in ("finding", "lifecycle")
+    keep_ids = {id(e) for e in entries if getattr(e, "kind", None) in ("incident", "finding", "lifecycle")
                 or getattr(e, "severity", None) in ("error", "critical")}
     room = max(0, limit - len(keep_ids))
     out = []

@@ -103,6 +103,26 @@ class Incident:
         }
 
 
+    @property
+    def alert_code(self) -> str:
+        """What ``watch`` alerts on: the cause's code, or the impact when no cause is established."""
+        return self.cause.code if self.cause is not None else f"incident:{self.impact}"
+
+    def alert_dict(self) -> dict[str, Any]:
+        """The finding-shaped dict ``watch``'s alert engine folds (alert = incident open, resolve = closed):
+        the cause finding's fields, with the incident's severity, headline, time span and fixes."""
+        c = self.cause
+        base = c.to_dict() if c is not None else {"rule": None, "title": self.headline, "evidence": []}
+        base.update({
+            "code": self.alert_code, "severity": self.severity.label, "category": self.category,
+            "message": self.headline, "incident": self.id, "impact": self.impact, "confidence": self.confidence,
+            "first_seen": _iso(self.onset), "last_seen": _iso(self.end) or base.get("last_seen"),
+            "evidence": [e.to_dict() for e in self.evidence] or base.get("evidence") or [],
+            "remediation": list(self.fixes) or base.get("remediation"),
+        })
+        return base
+
+
 def _iso(ts: datetime | None) -> str | None:
     return ts.isoformat() if ts else None
 

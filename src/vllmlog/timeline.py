@@ -49,7 +49,7 @@ class TimelineEntry:
 
     ts: datetime | None
     kind: str
-    """``lifecycle``, ``error``, ``warning``, ``metric`` or ``finding``."""
+    """``incident``, ``lifecycle``, ``error``, ``warning``, ``metric`` or ``finding``."""
     text: str
     """What happened, in words (with the numbers)."""
     file: str = ""
@@ -264,10 +264,52 @@ def _metrics(run: Any) -> list[TimelineEntry]:
     return out
 
 
+def incident_entries(incidents: Sequence[Any]) -> list[TimelineEntry]:
+    """Each incident (``vllmlog.incidents.Incident``) opens at its onset — what clients felt, the cause and its
+    confidence — and, when it ended before the log did, closes at its end: the same incidents ``diagnose``,
+    ``analyze`` and the HTML report show."""
+    out: list[TimelineEntry] = []
+    for inc in incidents:
+        if inc.onset is None:
+            continue
+        c = inc.cause
+        ev0 = inc.evidence[0] if inc.evidence else None
+        data = {"incident": inc.id, "category": inc.category, "impact": inc.impact, "trend": inc.trend,
+                "chain": inc.chain, "superseded": inc.superseded, "confidence": inc.confidence}
+        code = c.code if c is not None else None
+        out.append(TimelineEntry(inc.onset, "incident", f"{inc.id} opens [{inc.category}, {inc.confidence} "
+                                 f"confidence]: {inc.headline}", inc.file or "", ev0.line if ev0 else 0, None,
+                                 severity=inc.severity.label, code=code, data={**data, "phase": "open"}))
+        if inc.end is None or inc.end <= inc.onset:
+            continue
+        span = _span((inc.end - inc.onset).total_seconds())
+        if inc.trend == "recovered":  # the symptom ended before the log did
+            text = f"{inc.id} recovered after {span} ({inc.impact})"
+        elif inc.impact == "finding":  # an explainer's finding alone: its last line
+            text = f"{inc.id} last seen {span} after it opened"
+        else:  # still open when the log ends (or the server died): no close entry
+            continue
+        out.append(TimelineEntry(inc.end, "incident", text, inc.file or "", ev0.line if ev0 else 0, None,
+                                 severity="info", code=code, data={**data, "phase": "close"}))
+    return out
+
+
+def _span(seconds: float) -> str:
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
 def build_timeline(run: Any, findings: Sequence[Finding] | None = None, around: datetime | str | None = None,
-                   window: timedelta | str | None = None, *, limit: int = 2000) -> list[TimelineEntry]:
-    """The incident story of ``run``: chronological entries, optionally only ``window`` around a time."""
-    entries = _events(run) + _metrics(run)
+                   window: timedelta | str | None = None, *, limit: int = 2000,
+                   incidents: Sequence[Any] | None = None) -> list[TimelineEntry]:
+    """The incident story of ``run``: chronological entries, optionally only ``window`` around a time.
+
+    ``incidents`` (``run_diagnosis(run).incidents``) adds an ``incident`` entry where each opens and ends."""
+    entries = _events(run) + _metrics(run) + incident_entries(incidents or [])
     if getattr(run, "trace_spans", None):  # --traces: the start-up waterfall (vllmlog.traces.startup)
         from .traces.startup import timeline_entries
 
@@ -283,20 +325,24 @@ def build_timeline(run: Any, findings: Sequence[Finding] | None = None, around: 
     if centre is not None:
         half = parse_window(window) / 2 if window is not None else timedelta(minutes=5)
         entries = [e for e in entries if e.ts is not None and centre - half <= e.ts <= centre + half]
-    entries.sort(key=lambda e: (e.ts or datetime.min, e.file, e.line, e.kind != "finding"))
+    entries.sort(key=lambda e: (e.ts or datetime.min, e.kind != "incident", e.file, e.line, e.kind != "finding"))
     if len(entries) > limit:
         # partition by identity in one pass (a `not in keep` test per entry was quadratic on big logs)
         keep: list[TimelineEntry] = []
         others: list[TimelineEntry] = []
         for e in entries:
-            (keep if e.kind in ("finding", "lifecycle") or e.severity in ("error", "critical") else others).append(e)
+            (keep if e.kind in ("incident", "finding", "lifecycle") or e.severity in ("error", "critical") else others).append(e)
         rest = others[: max(0, limit - len(keep))]
         entries = sorted(keep + rest, key=lambda e: (e.ts or datetime.min, e.file, e.line))
     return entries
 
 
-def around_finding(findings: Iterable[Finding], code: str) -> datetime | None:
-    """First-seen time of the first finding with ``code`` (or category); raises ConfigError when absent."""
+def around_finding(findings: Iterable[Finding], code: str, incidents: Sequence[Any] = ()) -> datetime | None:
+    """Onset of the incident ``code`` names (its id, ``I1``), else the first-seen time of the first finding with
+    ``code`` (or category); raises ConfigError when absent."""
+    for inc in incidents:
+        if inc.id.upper() == code.upper():
+            return inc.onset
     for f in findings:
         if f.code.upper() == code.upper() or f.category == code or f.rule == code:
             return f.first_seen

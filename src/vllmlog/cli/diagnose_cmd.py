@@ -269,7 +269,7 @@ def _metric_check(code: str, json_out: bool) -> bool:
 def timeline_cmd(
     logs: PathsT = PathsArg,
     around: OptStr = typer.Option(None, "--around", help="Centre on this time (HH:MM:SS, 'MM-DD HH:MM:SS' or ISO)."),
-    finding: OptStr = typer.Option(None, "--finding", help="Centre on the first occurrence of this finding (code or category)."),
+    finding: OptStr = typer.Option(None, "--finding", help="Centre on an incident (its id, I1) or the first occurrence of a finding (code or category)."),
     window: str = typer.Option("10m", "--window", help="Width of the window around --around/--finding (90s, 10m, 1h)."),
     json_out: bool = JsonOpt,
     config: OptStr = ConfigOpt,
@@ -279,8 +279,9 @@ def timeline_cmd(
     since: OptStr = SinceOpt,
     traces: OptPaths = TracesOpt,
 ) -> None:
-    """The incident story: lifecycle, warnings/errors, metric turning points and findings, in order."""
-    from ..diagnose import diagnose
+    """The incident story: incidents opening and ending, lifecycle, warnings/errors, metric turning points and
+    findings, in order."""
+    from ..diagnose import run_diagnosis
     from ..rules import load_config
     from ..timeline import around_finding, build_timeline, parse_window
 
@@ -288,11 +289,13 @@ def timeline_cmd(
     win = parse_window(window)
     run = _load(logs, year, traces)
     merge_prometheus_opt(run, prometheus, since)
-    findings = diagnose(run, cfg)
+    dg = run_diagnosis(run, cfg)
+    findings = list(dg.findings)
     centre = around
     if finding:
-        centre = around_finding(findings, finding)
-    entries = build_timeline(run, findings, around=centre, window=win if centre is not None else None)
+        centre = around_finding(findings, finding, dg.incidents)
+    entries = build_timeline(run, findings, around=centre, window=win if centre is not None else None,
+                             incidents=dg.incidents)
     if json_out:
         _dump({"entries": [e.to_dict() for e in entries], "around": str(centre) if centre else None,
                "window_s": win.total_seconds() if centre is not None else None})
@@ -305,8 +308,8 @@ def timeline_cmd(
         if not all_entries and e.kind == "warning" and e.severity == "info":
             continue
         ts = e.ts.strftime("%m-%d %H:%M:%S") if e.ts else "--"
-        style = {"finding": "bold", "error": "red", "warning": "yellow", "metric": "cyan", "lifecycle": "green"}.get(e.kind, "")
-        if e.kind == "finding":
+        style = {"incident": "bold magenta", "finding": "bold", "error": "red", "warning": "yellow", "metric": "cyan", "lifecycle": "green"}.get(e.kind, "")
+        if e.kind in ("finding", "incident"):
             style = _STYLE.get(e.severity or "info", "bold")
         loc = (f"{Path(e.file).name}:" if multi else "") + str(e.line)
         con.print(Text.assemble((ts, "dim"), " ", (f"{e.kind:<9}", style), " ", e.text[:220], (f"  [{loc}]", "dim")),

@@ -228,6 +228,9 @@ class Alert:
             "evidence": _jsonable(list(f.get("evidence") or [])[:3]),
             "root_cause": f.get("root_cause"),
             "remediation": _jsonable(f.get("remediation")),
+            "incident": f.get("incident"),
+            "impact": f.get("impact"),
+            "confidence": f.get("confidence"),
         }
 
 

@@ -45,10 +45,16 @@ def default_evaluator(
     resolve = getattr(dg, "_resolve", None)  # evidence lookup; no public name for it (yet)
 
     def evaluate(run: Run) -> list[dict[str, Any]]:
-        try:
+        # the same incidents as `diagnose`: an alert is an incident (keyed by its cause's code); it resolves
+        # once the incident's last moment is stale by the log's own clock (it recovered, or a restart made it
+        # history) — AlertEngine's stale_after; findings outside incidents (notes) feed vllmlog_findings_active
+        run_diag = getattr(dg, "run_diagnosis", None)
+        if run_diag is None:  # pragma: no cover - an older diagnose without incidents
             fs = dg.diagnose(run, config, fill_text=False)
-        except TypeError:  # an older diagnose without fill_text
-            fs = dg.diagnose(run, config)
+            incidents: list[Any] = []
+        else:
+            d = run_diag(run, config, fill_text=False)
+            fs, incidents = list(d.findings), list(d.incidents)
         if resolve is not None and known_codes is not None and run.files and run.files[0] != "-":
             known = known_codes()
             new = [f for f in fs if f.code not in known]
@@ -57,8 +63,10 @@ def default_evaluator(
                     resolve(new)
                 except Exception:  # noqa: BLE001  (evidence text is a nicety)
                     log.debug("evidence lookup failed", exc_info=True)
-        return [f.to_dict() if hasattr(f, "to_dict") else dict(f) for f in fs]
-
+        out = [i.alert_dict() for i in incidents]
+        in_incident = {id(f) for i in incidents for f in i.findings}
+        out += [f.to_dict() if hasattr(f, "to_dict") else dict(f) for f in fs if id(f) not in in_incident]
+        return out
     return evaluate
 
 

@@ -129,8 +129,10 @@ def dead(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     root = fatal[0]
     if root.kind == "engine_core_died" and v.graceful_line is not None and root.ts is not None:
         g = next((e for e in v.events if e.line == v.graceful_line), None)
-        if g is not None and g.ts is not None and 0 <= (g.ts - root.ts).total_seconds() <= 3:
-            return  # Ctrl-C reached the engine core before the API server logged the shutdown
+        failed_between = g is not None and any(
+            x.kind in ("request_failed", "stream_error", "engine_dead") for x in v.events if root.line < x.line < g.line)
+        if g is not None and g.ts is not None and 0 <= (g.ts - root.ts).total_seconds() <= 3 and not failed_between:
+            return  # Ctrl-C reached the engine core before the API server logged the shutdown (nothing failed)
     # the real exception is often logged (ERROR + traceback) just before the engine-dead lines
     before = [e for e in v.events if start < e.line < root.line and e.fields.get("exc_type") and e.level == "ERROR"
               and root.ts and e.ts and 0 <= (root.ts - e.ts).total_seconds() <= 30]
