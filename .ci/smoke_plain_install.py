@@ -73,6 +73,9 @@ def main() -> int:
         run(["dashboard", "--vllm-version", "0.32", "-o", str(out / "dash.json")])
         run(["simulate", "--scenario", "kv-pressure", "--format", "handbook", "--duration", "1m", "-o", str(out / "sim.log")])
         run(["analyze", str(out / "sim.log"), "--year", "2026", "-o", str(out / "sim.html")], (0, 3))
+        # fleet: every corpus log as a replica (a directory walk), then a glob, on the local process pool
+        run(["fleet", str(DATA / "corpus"), "--year", "2026", "-j", "2", "--out", str(out / "fleet")], (0, 3))
+        run(["fleet", str(DATA / "fleet" / "*.log.gz"), "--json", "-j", "0", "--out", str(out / "fleet2")], (0, 3))
         run(["rules"])
         run(["kinds"])
         run(["--version"])

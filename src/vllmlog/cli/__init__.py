@@ -14,6 +14,7 @@ _COMMAND_MODULES = [
     "analyze_cmd",
     "diagnose_cmd",
     "export_cmd",
+    "fleet_cmd",
     "kinds_cmd",
     "metrics_cmd",
     "parse_cmd",
@@ -25,7 +26,7 @@ _COMMAND_MODULES = [
 # command → its module, so `vllmlog parse …` imports only what parse needs (start-up time counts on a hot path)
 _COMMANDS = {
     "analyze": "analyze_cmd", "diagnose": "diagnose_cmd", "rules": "diagnose_cmd", "rule": "diagnose_cmd",
-    "timeline": "diagnose_cmd", "export": "export_cmd", "kinds": "kinds_cmd", "scrape": "metrics_cmd",
+    "timeline": "diagnose_cmd", "export": "export_cmd", "fleet": "fleet_cmd", "kinds": "kinds_cmd", "scrape": "metrics_cmd",
     "alerts": "metrics_cmd", "dashboard": "metrics_cmd", "logging-config": "metrics_cmd", "lnav-format": "metrics_cmd",
     "metric-names": "metrics_cmd", "metrics-lint": "metrics_cmd", "parse": "parse_cmd", "simulate": "simulate_cmd",
     "summary": "summary_cmd", "requests": "summary_cmd", "series": "summary_cmd", "watch": "watch_cmd",

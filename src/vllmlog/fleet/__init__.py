@@ -1,0 +1,60 @@
+"""Fleet analysis: many replicas' logs at once, on this machine (a process pool) or on a Ray cluster.
+
+``analyze_fleet(paths)`` discovers the replicas (``inputs``), maps each through the one per-replica pipeline
+(``mapper.map_replica``: parse → journeys → series → numbers → diagnosis → a compact dict plus per-request
+Parquet rows), and reduces (``reduce.reduce_fleet``): fleet RED/USE with exact percentiles over the rows, a
+replica table sorted by health, outliers against peers, router imbalance, fleet-wide incidents.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .engines import ENGINES, run_engine
+from .inputs import Discovery, ReplicaSpec, discover
+from .mapper import map_replica
+from .reduce import reduce_fleet
+
+__all__ = ["ENGINES", "Discovery", "FleetAnalysis", "ReplicaSpec", "analyze_fleet", "discover", "map_replica",
+           "reduce_fleet"]
+
+
+@dataclass
+class FleetAnalysis:
+    """The fleet document (``report``), every replica's compact result, and where the rows were written."""
+
+    report: dict[str, Any]
+    replicas: list[dict[str, Any]]
+    out_dir: str
+    engine: str
+    ignored: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``vllmlog fleet --json``: the fleet document with each replica's result under ``replica_results``
+        (nothing in it depends on the engine, the worker count or the run's timing)."""
+        d = dict(self.report)
+        d["rows_dir"] = os.path.abspath(os.path.join(self.out_dir, "rows"))
+        d["ignored_files"] = list(self.ignored)
+        d["replica_results"] = self.replicas
+        return d
+
+
+def analyze_fleet(paths: Sequence[str] | str, *, engine: str = "local", workers: int | None = None,
+                  address: str | None = None, out_dir: str | None = None, year: int | None = None,
+                  grid_s: float = 60.0, window_s: float = 300.0, min_share: float = 0.25,
+                  config: str | None = None, show_prompts: bool = False, mask_ips: bool = False,
+                  progress: Any = None) -> FleetAnalysis:
+    """Discover, map (with ``engine``), reduce. ``out_dir`` receives ``rows/<replica>.parquet`` (a temporary
+    directory when None — the rows then live only as long as the process)."""
+    disc = discover(paths)
+    out = out_dir or tempfile.mkdtemp(prefix="vllmlog-fleet-")
+    rows_dir = os.path.abspath(os.path.join(out, "rows"))
+    os.makedirs(rows_dir, exist_ok=True)
+    opts = {"year": year, "grid_s": grid_s, "rows_dir": rows_dir, "config": config,
+            "show_prompts": show_prompts, "mask_ips": mask_ips}
+    results = run_engine(engine, disc.replicas, opts, workers=workers, address=address, progress=progress)
+    report = reduce_fleet(results, rows_dir=rows_dir, window_s=window_s, min_share=min_share)
+    return FleetAnalysis(report, results, out, engine, disc.ignored)

@@ -1,0 +1,105 @@
+"""Engines: who runs ``map_replica`` over the replicas. The same function, the same options, the same reduce.
+
+``local`` — a process pool on this machine (``workers`` processes; 0 runs in this process). ``ray`` — one Ray
+task per replica on a Ray cluster (``address``: ``auto``, ``ray://host:10001``, or None to start a local one),
+at most ``2 × cluster CPUs`` in flight so the driver holds only finished results. Either way the workers open
+the files themselves: the driver sends a replica's name and paths (or fsspec URLs) and gets a compact dict back.
+Results are returned sorted by replica name, whatever order they finished in.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, Callable, Sequence
+
+from ..errors import ConfigError
+from .inputs import ReplicaSpec
+from .mapper import map_replica
+
+ENGINES = ("local", "ray")
+Progress = Callable[[dict[str, Any]], None]
+
+
+def default_workers() -> int:
+    """The CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def run_local(specs: Sequence[ReplicaSpec], opts: dict[str, Any], workers: int | None = None,
+              progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Map every replica in a process pool (``workers=0``: in this process)."""
+    w = default_workers() if workers is None else workers
+    out: list[dict[str, Any]] = []
+    if w <= 0 or len(specs) == 0:
+        for s in specs:
+            r = map_replica(s.to_dict(), opts)
+            out.append(r)
+            if progress:
+                progress(r)
+    else:
+        import multiprocessing as mp
+
+        # forkserver: workers start from a clean interpreter (no driver threads or state copied), cheaply
+        ctx = mp.get_context("forkserver") if "forkserver" in mp.get_all_start_methods() else mp.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(w, len(specs)), mp_context=ctx) as pool:
+            futs = [pool.submit(map_replica, s.to_dict(), opts) for s in specs]
+            for f in as_completed(futs):
+                r = f.result()
+                out.append(r)
+                if progress:
+                    progress(r)
+    return sorted(out, key=lambda r: r["replica"])
+
+
+def run_ray(specs: Sequence[ReplicaSpec], opts: dict[str, Any], address: str | None = None,
+            workers: int | None = None, progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Map every replica as a Ray task (``pip install 'vllmlog[ray]'``)."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--engine ray needs Ray", hint="pip install 'vllmlog[ray]'") from None
+    started = False
+    if not ray.is_initialized():
+        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+        if address:
+            kw["address"] = address
+        else:
+            kw["num_cpus"] = workers or default_workers()
+        ray.init(**kw)
+        started = True
+    try:
+        task = ray.remote(num_cpus=1, max_retries=1)(map_replica)
+        cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
+        limit = max(1, (workers or cpus)) * 2
+        out: list[dict[str, Any]] = []
+        pending: list[Any] = []
+        todo = list(specs)
+        while todo or pending:
+            while todo and len(pending) < limit:
+                pending.append(task.remote(todo.pop(0).to_dict(), opts))
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                r = ray.get(ref)
+                out.append(r)
+                if progress:
+                    progress(r)
+        return sorted(out, key=lambda r: r["replica"])
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def run_engine(engine: str, specs: Sequence[ReplicaSpec], opts: dict[str, Any], *, workers: int | None = None,
+               address: str | None = None, progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Map the replicas with ``engine`` (``local`` or ``ray``)."""
+    if engine == "local":
+        if address:
+            raise ConfigError("--address is for --engine ray", hint="drop --address, or add --engine ray")
+        return run_local(specs, opts, workers, progress)
+    if engine == "ray":
+        return run_ray(specs, opts, address, workers, progress)
+    raise ConfigError(f"unknown engine {engine!r}", hint="use --engine local or --engine ray")

@@ -1,0 +1,164 @@
+"""Fleet inputs: PATH / GLOB / DIR arguments → one ``ReplicaSpec`` per replica, its pieces in order.
+
+A replica is named from its path: the file name without rotation suffixes (``.gz``, ``.1``, ``-20261130``)
+and without ``.log``/``.txt``/``.out`` — a ``kubectl logs`` dump ``vllm-7d9f-abcde.log`` is replica
+``vllm-7d9f-abcde``. A Kubernetes node's log tree (``/var/log/pods/<ns>_<pod>_<uid>/<container>/0.log``)
+names the replica after the pod. Rotated pieces of one replica (``x.log.2.gz``, ``x.log.1``, ``x.log``) are
+one replica whose pieces are read oldest first as one stream. Two replicas whose names collide (the same
+file name in two directories) are told apart by their parent directory.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from ..errors import InputError
+
+#: File names a directory walk takes as logs (anything else in a tree — CSV, JSON truth files, .prom
+#: snapshots, reports — is left out and counted in ``Discovery.ignored``).
+_LOGLIKE = re.compile(r"(\.log|\.txt)(\.\d+|[-.]\d{8}(?:[-_]?\d+)?)?(\.gz)?$|\.gz$|^\d+\.log", re.I)
+_NOTLOG = re.compile(r"\.(jsonl?|csv|prom|parquet|html?|md)(\.gz)?$", re.I)
+_GZ = re.compile(r"\.gz$", re.I)
+_NUM = re.compile(r"\.(\d+)$")
+_DATE = re.compile(r"[-.](\d{8}(?:[-_]?\d+)?)$")
+_EXT = re.compile(r"\.(log|txt|out|err)$", re.I)
+_POD_DIR = re.compile(r"^(?P<ns>[^_]+)_(?P<pod>[^_]+)_[0-9a-f-]{16,}$")
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """One replica: its name and its pieces (paths or URLs), oldest first."""
+
+    name: str
+    paths: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "paths": list(self.paths)}
+
+
+@dataclass
+class Discovery:
+    """What the arguments named: the replicas, and the files of a directory walk that were not logs."""
+
+    replicas: list[ReplicaSpec]
+    ignored: list[str] = field(default_factory=list)
+
+
+def _split(path: str) -> tuple[str, tuple[int, Any]]:
+    """A piece's base name (rotation suffixes off) and its age key (older sorts first)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    name = _GZ.sub("", name)
+    age: tuple[int, Any] = (2, 0)  # the live file: newest
+    m = _NUM.search(name)
+    if m and _EXT.search(name[: m.start()]):
+        age = (1, -int(m.group(1)))  # logrotate: x.log.3 is older than x.log.1
+        name = name[: m.start()]
+    else:
+        m = _DATE.search(name)
+        if m and (_EXT.search(name[: m.start()]) or "." not in name[: m.start()]):
+            age = (0, m.group(1))  # dateext: x.log-20261129 before x.log-20261130
+            name = name[: m.start()]
+    name = _EXT.sub("", name)
+    return name, age
+
+
+def _pod_name(path: str, stem: str) -> str:
+    """``/var/log/pods/ns_pod_uid/container/0.log`` → ``pod``; other numeric stems → their folder's name."""
+    parts = os.path.normpath(path).split(os.sep)
+    if len(parts) >= 3:
+        m = _POD_DIR.match(parts[-3])
+        if m:
+            return m.group("pod")
+    if len(parts) >= 2 and parts[-2]:
+        return parts[-2]
+    return stem
+
+
+def replica_key(path: str) -> tuple[str, str, tuple[int, Any]]:
+    """(directory, replica name, age key) of one piece."""
+    d = os.path.dirname(path.rstrip("/"))
+    stem, age = _split(path)
+    if stem.isdigit():
+        stem = _pod_name(path, stem)
+        d = os.path.dirname(d)
+    return d, stem, age
+
+
+def _expand(arg: str, ignored: list[str]) -> list[str]:
+    if _URL.match(arg):
+        return [arg]
+    if any(c in arg for c in "*?["):
+        hits = sorted(glob.glob(arg, recursive=True))
+        if not hits:
+            raise InputError(f"no file matches {arg!r}", hint="quote the pattern so the shell does not expand it, "
+                             "or check the directory")
+        out = []
+        for h in hits:
+            out.extend(_expand(h, ignored) if os.path.isdir(h) else [h])
+        return out
+    if os.path.isdir(arg):
+        out = []
+        for root, dirs, files in os.walk(arg):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for f in sorted(files):
+                p = os.path.join(root, f)
+                if f.startswith("."):
+                    continue
+                (out if _LOGLIKE.search(f) and not _NOTLOG.search(f) else ignored).append(p)
+        return out
+    if not os.path.exists(arg):
+        raise InputError(f"no such file or directory: {arg}", hint="pass replica logs, a directory of them or a glob")
+    return [arg]
+
+
+def discover(args: Sequence[str] | str) -> Discovery:
+    """Replicas named by ``args`` (files, globs, directories, URLs), sorted by name."""
+    if isinstance(args, str):
+        args = [args]
+    ignored: list[str] = []
+    paths: list[str] = []
+    seen: set[str] = set()
+    for a in args:
+        for p in _expand(a, ignored):
+            if p not in seen:
+                seen.add(p)
+                paths.append(p)
+    if not paths:
+        raise InputError("no log found in " + ", ".join(args), hint="a directory walk takes *.log, *.log.N, *.gz, "
+                         "and *.txt files")
+    groups: dict[tuple[str, str], list[tuple[tuple[int, Any], str]]] = {}
+    for p in paths:
+        d, stem, age = replica_key(p)
+        groups.setdefault((d, stem), []).append((age, p))
+    by_name: dict[str, list[tuple[str, str]]] = {}
+    for d, stem in groups:
+        by_name.setdefault(stem, []).append((d, stem))
+    specs = []
+    for stem, keys in by_name.items():
+        for d, _ in keys:
+            name = stem if len(keys) == 1 else _qualified(d, stem, [k[0] for k in keys])
+            pieces = tuple(p for _, p in sorted(groups[(d, stem)], key=lambda t: (t[0], t[1])))
+            specs.append(ReplicaSpec(name, pieces))
+    specs.sort(key=lambda s: s.name)
+    return Discovery(specs, ignored)
+
+
+def _qualified(d: str, stem: str, dirs: Iterable[str]) -> str:
+    """The shortest ``parent/…/stem`` that tells this directory's replica from the others of the same name."""
+    parts = os.path.normpath(d).split(os.sep) if d else []
+    others = [os.path.normpath(o).split(os.sep) if o else [] for o in dirs if o != d]
+    for k in range(1, len(parts) + 1):
+        tail = parts[-k:]
+        if all(o[-k:] != tail for o in others):
+            return "/".join(tail + [stem])
+    return "/".join(parts + [stem]) or stem
+
+
+def is_url(path: str) -> bool:
+    """True for ``s3://…``, ``gs://…``, ``file://…`` (read through fsspec)."""
+    return bool(_URL.match(path))
