@@ -134,7 +134,7 @@ def _header(a: Analysis, rd: Redactor, title: str) -> str:
         fsum = "no problems found in what was read"
     return (
         f"<header><div class='titlebar'><h1>{esc(title)}</h1>"
-        f"<span class='verdict verdict-{v}' id='verdict'>{v}</span></div>{incomplete}"
+        f"<span class='verdict verdict-{v}' id='verdict'>{esc(a.verdict_label)}</span></div>{incomplete}"
         f"<p class='meta'><b>Time range</b> {esc(tr)} · <b>Files</b> {files} · "
         f"<b>Lines</b> {run.parse_stats.lines:,} · <b>Findings</b> {esc(fsum)}</p>"
         f"<h2 class='small'>Server runs</h2>{servers}</header>"
@@ -213,6 +213,54 @@ def _evidence_html(ev: list[dict[str, Any]], rd: Redactor, limit: int = 8) -> st
     return "<pre class='evidence'>" + "\n".join(lines) + "</pre>" + more
 
 
+def _incidents(a: Analysis, rd: Redactor) -> str:
+    """The diagnosis's incidents as ``diagnose`` prints them (what clients felt, the cause with its confidence,
+    the chain, the evidence, the whole fix), then the verdict's checks; empty when the analysis has none."""
+    incidents = getattr(a, "incidents", None)
+    info = getattr(a, "verdict_info", None)
+    if incidents is None:
+        return ""
+    out = []
+    for i in incidents:
+        sev = esc(i.get("severity") or "info")
+        cause = i.get("cause") or {}
+        when = ""
+        if i.get("onset"):
+            when = esc(str(i["onset"]).replace("T", " "))
+            if i.get("end") and i["end"] != i["onset"]:
+                when += " → " + esc(str(i["end"]).replace("T", " "))
+        meta = [f"<b>{esc(i.get('category') or '')}</b>", f"impact {esc(i.get('impact') or '')}",
+                f"{esc(i.get('confidence') or '')} confidence", f"trend {esc(i.get('trend') or '')}"]
+        if i.get("repeats"):
+            meta.append(f"repeated in {int(i['repeats'])} later start(s)")
+        chain = " → ".join(esc(str(c)) for c in i.get("chain") or [])
+        fixes = i.get("fixes") or []
+        finds = ", ".join(f"<a href='#finding-code-{esc(c)}'>{esc(c)}</a>" for c in i.get("findings") or [])
+        out.append(
+            f"<article class='finding incident sev-{sev}' id='incident-{esc(i.get('id') or '')}'>"
+            f"<h3><span class='sev'>{sev}</span> {esc(i.get('id') or '')} · {esc(rd(str(i.get('headline') or '')))}</h3>"
+            f"<p class='when'>{' · '.join(meta)}" + (f" · {when}" if when else "") + "</p>"
+            + (f"<p><b>Cause</b> {esc(cause.get('code') or '')} — {esc(rd(str(cause.get('title') or '')))}"
+               f"{(': ' + prose(rd(str(cause['root_cause'])))) if cause.get('root_cause') else ''}</p>" if cause
+               else "<p><b>Cause</b> not established from this log.</p>")
+            + (f"<p class='chain'><b>Chain</b> {chain}</p>" if chain else "")
+            + _evidence_html(i.get("evidence") or [], rd)
+            + ("<div class='fix'><b>Fix</b><ul>" + "".join(f"<li>{prose(rd(str(x)))}</li>" for x in fixes) + "</ul></div>"
+               if fixes else "")
+            + (f"<p class='muted'>Findings: {finds}</p>" if finds else "")
+            + "</article>")
+    checks = ""
+    if info and info.get("checks"):
+        rows = "".join(f"<tr class='check-{esc(c.get('status'))}'><td>{esc(c.get('check'))}</td><td>{esc(c.get('status'))}"
+                       f"</td><td>{esc(rd(str(c.get('detail') or '')))}</td></tr>" for c in info["checks"])
+        checks = ("<h3 class='small'>Checks</h3><table class='checks'><thead><tr><th>check</th><th>status</th>"
+                  "<th>detail</th></tr></thead><tbody>" + rows + "</tbody></table>")
+    reason = (f"<p class='verdict-reason'><b>{esc(a.verdict_label)}</b> — {esc(rd(str(info.get('reason') or '')))}</p>"
+              if info else "")
+    body = "".join(out) or "<p class='ok'>No incident: nothing clients would feel.</p>"
+    return "<section id='incidents'><h2>Incidents</h2>" + reason + body + checks + "</section>"
+
+
 def _findings(a: Analysis, rd: Redactor) -> str:
     if a.findings is None:
         why = a.unavailable.get("diagnosis", "")
@@ -221,6 +269,7 @@ def _findings(a: Analysis, rd: Redactor) -> str:
     if not a.findings:
         return "<section id='findings'><h2>Findings</h2><p class='ok'>No problems found.</p></section>"
     out = []
+    seen_codes: set[str] = set()
     for i, d in enumerate(a.findings):
         f = finding_view(d)
         when = ""
@@ -236,6 +285,7 @@ def _findings(a: Analysis, rd: Redactor) -> str:
             fix_html = f"<p>{prose(rd(str(fix)))}</p>" if fix else ""
         out.append(
             f"<article class='finding sev-{f['severity']}' id='finding-{i}'>"
+            + (f"<a id='finding-code-{esc(f['code'])}'></a>" if f["code"] not in seen_codes else "") +
             f"<h3><span class='sev'>{f['severity']}</span> {esc(rd(f['title']))} "
             f"<span class='code'>{esc(f['code'])} {esc(f['rule'])}</span></h3>"
             + (f"<p class='when'>{when}</p>" if when else "")
@@ -244,6 +294,7 @@ def _findings(a: Analysis, rd: Redactor) -> str:
             + (f"<div class='cause'><b>Root cause</b><p>{prose(rd(str(f['root_cause'])))}</p></div>" if f["root_cause"] else "")
             + (f"<div class='fix'><b>Fix</b>{fix_html}</div>" if fix_html else "")
             + "</article>")
+        seen_codes.add(f["code"])
     return "<section id='findings'><h2>Findings</h2>" + "".join(out) + "</section>"
 
 
@@ -552,10 +603,11 @@ def render_report(
     has_time = not all(isinstance(f, tuple) for f in charts["over_time"])
     body = "".join([
         _header(a, redactor, title),
-        "<nav><a href='#summary'>summary</a><a href='#findings'>findings</a><a href='#timeline'>timeline</a>"
+        "<nav><a href='#summary'>summary</a><a href='#incidents'>incidents</a><a href='#findings'>findings</a><a href='#timeline'>timeline</a>"
         "<a href='#charts'>charts</a><a href='#latency'>latency</a><a href='#waterfall'>slowest requests</a>"
         "<a href='#requests'>requests</a><a href='#problems'>warnings/errors</a><a href='#unknown'>unknown lines</a></nav>",
         "<main>",
+        _incidents(a, redactor),
         _findings(a, redactor),
         _red_use(a, redactor),
         _timeline(a, redactor),

@@ -55,6 +55,7 @@ def fewer_seqs(cfg: ServerConfig | None, running: float | None, reason: str = ""
 
 
 _FLAG = re.compile(r"`--([\w-]+)[ =]([\w.]+)`")
+_UNDO = re.compile(r"\b(?:remove|drop|unset|without)\s*$", re.I)
 
 
 def reconcile(fixes: list[str], cfg: ServerConfig | None, *, max_running: int | None = None) -> list[str]:
@@ -71,7 +72,8 @@ def reconcile(fixes: list[str], cfg: ServerConfig | None, *, max_running: int | 
                 and "raise" not in fx:
             continue
         same = False
-        for flag, val in _FLAG.findall(fx):
+        # "remove `--num-gpu-blocks-override 2`" names the value in force as what to undo: not a repeat of it
+        for flag, val in (m.groups() for m in _FLAG.finditer(fx) if not _UNDO.search(fx, 0, m.start())):
             now = getattr(cfg, flag.replace("-", "_"), None)
             if now is not None and str(now) == val or (isinstance(now, float) and _num_eq(now, val)):
                 same = True
