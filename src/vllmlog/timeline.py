@@ -314,6 +314,10 @@ def build_timeline(run: Any, findings: Sequence[Finding] | None = None, around: 
         from .traces.startup import timeline_entries
 
         entries += timeline_entries(run)
+    if getattr(run, "servers", None):  # start-ups the log alone tells: what took the time (vllmlog.startup)
+        from .startup import timeline_entries as startup_entries
+
+        entries += startup_entries(run)
     for f in findings or []:
         if f.first_seen is None and not f.evidence:
             continue
