@@ -240,6 +240,7 @@ def test_rotated_pieces_are_one_stream(tmp_path: Path) -> None:
     a = map_replica(discover([str(tmp_path / "whole")]).replicas[0].to_dict(), {})
     b = map_replica(d.replicas[0].to_dict(), {})
     assert b["error"] is None
+    assert "vllmlog-fleet-" not in json.dumps(b)  # the joined copy's temporary path does not leak
     assert b["lines"] == a["lines"]
     assert b["red_use"]["requests"] == a["red_use"]["requests"]
     assert b["verdict"] == a["verdict"]

@@ -33,7 +33,13 @@ def fleet_cmd(
     workers: OptInt = typer.Option(None, "--workers", "-j", help="Worker processes (default: this machine's CPUs; "
                                    "0 runs in this process)."),
     out_dir: str = typer.Option(DEFAULT_OUT, "--out", help="Directory for the per-request rows (rows/*.parquet)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the fleet document as JSON."),
+    json_out: bool = typer.Option(False, "--json", help="Print the fleet document as JSON (the HTML report is still "
+                                  "written unless --no-html)."),
+    output: OptStr = typer.Option(None, "--output", "-o", help="Where to write the fleet HTML report (default "
+                                  "OUT/fleet-report.html)."),
+    no_html: bool = typer.Option(False, "--no-html", help="No HTML report (and no per-replica reports)."),
+    replica_reports: bool = typer.Option(True, "--replica-reports/--no-replica-reports", help="Write each replica's "
+                                         "own report (OUT/replicas/*.html), linked from the fleet report."),
     grid: float = typer.Option(60.0, "--grid", help="Step of the fleet's time grid, seconds."),
     window: float = typer.Option(300.0, "--window", help="Onsets of one symptom within this many seconds on many "
                                  "replicas make one fleet-wide incident."),
@@ -67,12 +73,20 @@ def fleet_cmd(
 
     fa = analyze_fleet(inputs, engine=engine, workers=workers, address=address, out_dir=out_dir, year=year,
                        grid_s=grid, window_s=window, min_share=min_share, config=config, show_prompts=show_prompts,
-                       mask_ips=mask_ips, progress=progress)
+                       mask_ips=mask_ips, replica_reports=replica_reports and not no_html, progress=progress)
     doc = fa.to_dict()
     if not fa.report["replicas_read"]:
         first = fa.report["coverage"]["unreadable"][0]
         raise InputError(f"no replica readable: {first['replica']}: {first['error']}",
                          hint="pass vLLM server logs (plain or .gz), a directory of them, or a quoted glob")
+    report_path = None
+    if not no_html:
+        from ..fleet.html import write_fleet_report
+
+        report_path = output or os.path.join(out_dir, "fleet-report.html")
+        write_fleet_report(fa.report, fa.replicas, report_path,
+                           reports_dir=fa.reports_dir if replica_reports else None)
+        doc["report"] = os.path.abspath(report_path)
     if json_out:
         sys.stdout.buffer.write(dumps_safe(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
         sys.stdout.flush()
@@ -82,6 +96,8 @@ def fleet_cmd(
         con = stdout_console()
         render_fleet(fa.report, con, top=top)
         con.print(f"[dim]per-request rows: {os.path.join(fa.out_dir, 'rows')}[/]")
+        if report_path:
+            con.print(f"report: {report_path}")
     code = 0
     if fail_on != "never":
         floor = SEVERITIES.index(fail_on)

@@ -32,6 +32,11 @@ class FleetAnalysis:
     engine: str
     ignored: list[str]
 
+    @property
+    def reports_dir(self) -> str:
+        """Where the replicas' own HTML reports are (when asked for)."""
+        return os.path.abspath(os.path.join(self.out_dir, "replicas"))
+
     def to_dict(self) -> dict[str, Any]:
         """``vllmlog fleet --json``: the fleet document with each replica's result under ``replica_results``
         (nothing in it depends on the engine, the worker count or the run's timing)."""
@@ -46,15 +51,17 @@ def analyze_fleet(paths: Sequence[str] | str, *, engine: str = "local", workers:
                   address: str | None = None, out_dir: str | None = None, year: int | None = None,
                   grid_s: float = 60.0, window_s: float = 300.0, min_share: float = 0.25,
                   config: str | None = None, show_prompts: bool = False, mask_ips: bool = False,
-                  progress: Any = None) -> FleetAnalysis:
+                  replica_reports: bool = False, progress: Any = None) -> FleetAnalysis:
     """Discover, map (with ``engine``), reduce. ``out_dir`` receives ``rows/<replica>.parquet`` (a temporary
-    directory when None — the rows then live only as long as the process)."""
+    directory when None — the rows then live only as long as the process), and with ``replica_reports`` each
+    replica's own HTML report in ``replicas/``."""
     disc = discover(paths)
     out = out_dir or tempfile.mkdtemp(prefix="vllmlog-fleet-")
     rows_dir = os.path.abspath(os.path.join(out, "rows"))
     os.makedirs(rows_dir, exist_ok=True)
     opts = {"year": year, "grid_s": grid_s, "rows_dir": rows_dir, "config": config,
-            "show_prompts": show_prompts, "mask_ips": mask_ips}
+            "show_prompts": show_prompts, "mask_ips": mask_ips,
+            "reports_dir": os.path.abspath(os.path.join(out, "replicas")) if replica_reports else None}
     results = run_engine(engine, disc.replicas, opts, workers=workers, address=address, progress=progress)
     report = reduce_fleet(results, rows_dir=rows_dir, window_s=window_s, min_share=min_share)
     return FleetAnalysis(report, results, out, engine, disc.ignored)

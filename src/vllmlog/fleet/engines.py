@@ -67,8 +67,10 @@ def run_ray(specs: Sequence[ReplicaSpec], opts: dict[str, Any], address: str | N
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
         if address:
             kw["address"] = address
-        else:
+        else:  # a Ray of our own, for this run: on loopback only
+            kw["address"] = "local"  # a new instance, never one found on the machine
             kw["num_cpus"] = workers or default_workers()
+            kw["_node_ip_address"] = "127.0.0.1"
         ray.init(**kw)
         started = True
     try:

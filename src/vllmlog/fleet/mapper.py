@@ -113,6 +113,17 @@ def stream_of(name: str, paths: tuple[str, ...]) -> Iterator[tuple[list[str], li
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _replace(obj: Any, old: str, new: str) -> Any:
+    """``obj`` with every string containing ``old`` rewritten (``old`` → ``new``)."""
+    if isinstance(obj, str):
+        return obj.replace(old, new) if old in obj else obj
+    if isinstance(obj, dict):
+        return {k: _replace(v, old, new) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_replace(v, old, new) for v in obj]
+    return obj
+
+
 def _origin(pieces: list[dict[str, Any]], local: list[str], file: str | None, line: int | None) -> tuple[str | None, int | None]:
     """A (file, line) of the local stream → the piece and line it came from."""
     if file is None or line is None or len(pieces) == 1 and file == pieces[0]["path"]:
@@ -139,6 +150,8 @@ def map_replica(spec: dict[str, Any], opts: dict[str, Any] | None = None) -> dic
     try:
         with stream_of(name, paths) as (local, pieces, problems):
             res = _analyse(name, local, pieces, opts)
+            if local[0] not in paths:  # the joined copy's temporary path must not reach the result
+                res = _replace(res, local[0], f"{name} (pieces joined)")
             res["read_problems"] = problems
             if problems:
                 res["coverage"]["complete"] = False
@@ -204,6 +217,9 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
     servers = [{"version": s.version, "model": rd.value(s.model), "ready": s.ready, "shutdown": s.shutdown,
                 "start": s.start_ts.isoformat() if s.start_ts else None,
                 "max_num_seqs": (s.args or {}).get("max_num_seqs")} for s in run.servers]
+    report = None
+    if opts.get("reports_dir"):
+        report = _replica_report(run, numbers, ru, dg, opts["reports_dir"], name, rd)
     rows = None
     rows_dir = opts.get("rows_dir")
     if rows_dir:
@@ -229,4 +245,32 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
         "symptoms": symptoms,
         "findings": sorted(findings.values(), key=lambda c: c["code"]),
         "rows": rows,
+        "report": report,
     }
+
+
+def _replica_report(run: Any, numbers: dict[str, Any], ru: dict[str, Any], dg: Any, reports_dir: str, name: str,
+                    rd: Any) -> str | None:
+    """The replica's own HTML report (``analyze``'s, from the same run, numbers and diagnosis): its file name."""
+    from ..analyze import TIMELINE_LIMIT, Analysis, _cap_timeline, _summary_detail, _timeline_dicts, finding_dict
+    from ..export.html import write_report
+    from ..timeline import build_timeline
+
+    unavailable: dict[str, str] = {}
+    summary, why = _summary_detail(run, numbers)
+    if why:
+        unavailable["summary"] = why
+    try:
+        timeline = _timeline_dicts(_cap_timeline(list(build_timeline(run, list(dg.findings), limit=1 << 62)),
+                                                 TIMELINE_LIMIT))
+    except Exception as exc:  # as analyze: a timeline bug must not take the report down
+        timeline = None
+        unavailable["timeline"] = f"timeline failed: {type(exc).__name__}: {exc}"
+    a = Analysis(run=run, red_use=ru, summary=summary, findings=[finding_dict(f) for f in dg.findings],
+                 timeline=timeline, unavailable=unavailable, numbers=numbers,
+                 incidents=[i.to_dict() for i in dg.incidents],
+                 verdict_info=dg.verdict.to_dict() if dg.verdict is not None else None)
+    os.makedirs(reports_dir, exist_ok=True)
+    fname = safe_name(name) + ".html"
+    write_report(a, os.path.join(reports_dir, fname), redactor=rd, title=f"vLLM replica {name}")
+    return fname
