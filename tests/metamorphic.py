@@ -573,33 +573,72 @@ def arrivals(log: Log, t: datetime, n: int, salt: str) -> list[str]:
             out.append(f'{log.access_prefix()}{log.client_host()}:{40000 + (hash((salt, k)) % 20000)} - '
                        f'"POST {log.api_route()} HTTP/1.1" 200 OK')
             continue
-        idx, rid = tpl
-        new = re.sub(r"[0-9a-f]{8,}", lambda h: _hexmap(h.group(0), f"{salt}{k}"), rid)
-        for i in idx:
-            out.append(_restamp(log.lines[i].replace(rid, new), lambda _: t, log.year, log.times[i]))
+        idx, _ = tpl
+        for i in idx:  # every hex run of the ids (API id, engine suffix) renewed with one salt: prefixes still match
+            s = REQ_ID.sub(lambda m: re.sub(r"[0-9a-f]{8,}", lambda h: _hexmap(h.group(0), f"{salt}.{k}"), m.group(0)),
+                           log.lines[i])
+            out.append(_restamp(s, lambda _: t, log.year, log.times[i]))
     return out
 
 
-def insert_5xx(log: Log, at: int, n: int = 12, *, status: str = "500 Internal Server Error") -> Log:
-    """A burst of ``n`` HTTP 5xx answers (uvicorn access lines of the log's own style) before line ``at``,
-    while the engine keeps serving."""
-    host = log.client_host()
-    route = log.api_route()
-    burst = [f'{log.access_prefix()}{host}:{41000 + 17 * k} - "POST {route} HTTP/1.1" {status}' for k in range(n)]
+_JSON_ACCESS = re.compile(r'"message": "(?P<host>[\d.]+):(?P<port>\d+) - \\"(?P<req>POST \S+ HTTP/[\d.]+)\\" (?P<st>\d{3})"')
+
+
+def _post_access(log: Log) -> int:
+    """A POST access line of this log (uvicorn text or JSON record) to copy, or -1."""
+    return log.find(lambda s: bool((ACCESS.match(s) and '"POST ' in s) or _JSON_ACCESS.search(s)))
+
+
+def insert_5xx(log: Log, at: int, n: int = 12, *, code: int = 500) -> Log:
+    """A burst of ``n`` HTTP 5xx answers before line ``at`` while the engine keeps serving: copies of one of
+    the log's own POST access lines (text ``… 500 Internal Server Error``, or a JSON ``uvicorn.access``
+    record ``… 500``, stamped at the time of the insertion point), new client ports."""
+    reason = {500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}[code]
+    i = _post_access(log)
+    if i >= 0:
+        tpl = log.lines[i]
+    else:  # only health checks so far: the same line as a completion request
+        i = log.find(lambda s: ACCESS.match(s) is not None)
+        assert i >= 0, "the log has no access line to copy"
+        tpl = re.sub(r'"[A-Z]+ \S+ HTTP', f'"POST {log.api_route()} HTTP', log.lines[i])
+    t = next(x for x in reversed(log.times[:at]) if x is not None)
+    burst = []
+    for k in range(n):
+        port = 41000 + 17 * k
+        if _JSON_ACCESS.search(tpl):
+            s = _JSON_ACCESS.sub(lambda m: m.group(0).replace(f":{m['port']} ", f":{port} ")
+                                 .replace(f'\\" {m["st"]}"', f'\\" {code}"'), tpl)
+            s = _restamp(s, lambda _: t, log.year, t)
+        else:
+            s = ACCESS.sub(lambda m: f'{m["pre"]}{m["host"]}:{port} - "{m["req"]}" {code}', tpl)
+            s = re.sub(r'" %d\b.*$' % code, f'" {code} {reason}', s)
+        burst.append(s)
     return _rebuild(log, log.lines[:at] + burst + log.lines[at:])
 
 
-def stall(log: Log, after: int, minutes: float = 10.0, *, every_s: float = 15.0) -> Log:
-    """From stats line ``after`` (a busy interval) on, no stats line for ``minutes`` while requests keep
-    arriving (``Received``/``Added request`` every ``every_s``); then the rest of the log, later by as much."""
+def stall(log: Log, after: int, minutes: float = 10.0, *, every_s: float = 15.0, running: int | None = None,
+          zero_line: bool = False) -> Log:
+    """From stats line ``after`` on (a busy interval: its Running set to ``running`` if given), no stats line for
+    ``minutes`` while requests keep arriving (the log's own arrival lines every ``every_s``); then the rest of
+    the log, later by as much.
+
+    ``zero_line``: first one more stats line, an interval later, at 0 tokens/s with the same Running — what V1
+    0.8.5+ prints when its engine wedges (the first interval without tokens is logged at INFO, the next ones
+    count as idle and go to DEBUG; P2's SIGSTOP shows it). Without it, the stats simply stop, as in V0, whose
+    engine loop writes them (the API process goes on logging arrivals)."""
     t0 = log.times[after]
     assert t0 is not None
     delta = timedelta(minutes=minutes)
     nxt = log.find(lambda s: STATS_V1.search(s) is not None, after + 1)
     cut = nxt if nxt >= 0 else log.shutdown_index()
     # what came between this stats line and the next happens first; then the engine stops
-    head = log.lines[:cut]
+    head = list(log.lines[:cut])
+    if running is not None:
+        head[after] = _set_stats(head[after], running=running)
     filler: list[str] = []
+    if zero_line:
+        iv = _interval(log)
+        filler.append(_restamp(_set_stats(head[after], prompt=0.0, gen=0.0), lambda _: t0 + iv, log.year, t0))
     k = 1
     while timedelta(seconds=every_s * k) < delta:
         filler += arrivals(log, t0 + timedelta(seconds=every_s * k), 1, f"stall{k}")
@@ -616,6 +655,15 @@ def _pids_by_name(log: Log) -> dict[str, str]:
     return out
 
 
+def _tags_by_name(log: Log) -> dict[str, str]:
+    """Process name → this log's full tag for it (``EngineCore`` → ``EngineCore_DP0``)."""
+    out: dict[str, str] = {}
+    for s in log.lines:
+        for tag, name in re.findall(r"\((([A-Za-z]+?)(?:[-_ ]\w+)?) pid=\d+\)", s):
+            out.setdefault(name, tag)
+    return out
+
+
 def graft(log: Log, cut: int, donor: Log, start: int, end: int | None = None, *, ids: dict[str, str] | None = None) -> Log:
     """``log`` up to line ``cut``, then ``donor``'s lines ``[start, end)`` as if this server wrote them: moved
     to the time of the cut, the donor's process pids replaced by this log's (by process name), request ids
@@ -625,12 +673,15 @@ def graft(log: Log, cut: int, donor: Log, start: int, end: int | None = None, *,
     delta = t_cut - t_don
     ours, theirs = _pids_by_name(log), _pids_by_name(donor)
     pid_map = {theirs[n]: ours[n] for n in theirs if n in ours}
+    tag_map = {t: u for n, t in _tags_by_name(donor).items() for m, u in _tags_by_name(log).items() if n == m and t != u}
     api_ours, api_theirs = ours.get("APIServer"), theirs.get("APIServer")
     out = []
     for n in range(start, len(donor.lines) if end is None else end):
         s = _restamp(donor.lines[n], lambda t: t + delta, donor.year, donor.times[n])
         s = re.sub(r"\bpid=(\d+)", lambda m: "pid=" + pid_map.get(m.group(1), m.group(1)), s)
         s = re.sub(r"\bpid (\d+)", lambda m: "pid " + pid_map.get(m.group(1), m.group(1)), s)
+        for a, b in tag_map.items():
+            s = s.replace(f"({a} pid=", f"({b} pid=")
         if api_ours and api_theirs:
             s = s.replace(f"server process [{api_theirs}]", f"server process [{api_ours}]")
         for a, b in (ids or {}).items():
@@ -646,10 +697,10 @@ def in_flight(log: Log, before: int, n: int) -> list[str]:
 
 
 def grow_queue(log: Log, from_stats: int, *, running: int, minutes: float = 3.0, step: int = 7,
-               arrivals_per_interval: int = 2) -> Log:
+               admitted: int = 3) -> Log:
     """From busy stats line ``from_stats`` on, the queue grows and never drains: every interval Running stays at
-    ``running``, Waiting grows by ``step``, throughput as in that line, new requests arrive; the log then ends
-    as it did (its shutdown, if any, moved after the growth)."""
+    ``running``, Waiting grows by ``step``, throughput as in that line, ``step + admitted`` new requests arrive;
+    the log then ends as it did (its shutdown, if any, moved after the growth)."""
     t0 = log.times[from_stats]
     assert t0 is not None
     st = log.stats_of(from_stats)
@@ -661,7 +712,7 @@ def grow_queue(log: Log, from_stats: int, *, running: int, minutes: float = 3.0,
     k = 1
     while iv * k <= timedelta(minutes=minutes):
         t = t0 + iv * k
-        lines += arrivals(log, t - iv / 2, arrivals_per_interval, f"q{k}")
+        lines += arrivals(log, t - iv / 2, step + admitted, f"q{k}")
         w += step
         lines.append(_restamp(_set_stats(log.lines[from_stats], running=running, waiting=w), lambda _: t, log.year, t0))
         k += 1
