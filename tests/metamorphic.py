@@ -325,6 +325,32 @@ def wrap(log: Log, style: str) -> Log:
     return Log(out, list(log.times), log.year)
 
 
+_COLOUR_LEVEL = {"DEBUG": "37", "INFO": "32", "WARNING": "33", "ERROR": "31", "CRITICAL": "35"}
+_PREFIXED = re.compile(r"^\((?P<tag>[^()]*?pid=\d+[^()]*)\) (?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+                       r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) (?P<where>\[[^\]\s]+:\d+\])(?P<rest>.*)$", re.S)
+_TAG_ONLY = re.compile(r"^\((?P<tag>[^()]*?pid=\d+[^()]*)\) ")
+
+
+def colour(log: Log, style: str = "0.31") -> Log:
+    """The ANSI colour codes a container's log keeps: ``0.31`` — vLLM 0.31+'s ColoredFormatter (cyan process
+    tag, green/yellow/red level, grey time and ``[file:line]``; uvicorn lines and raw tracebacks untouched);
+    ``0.4.3`` — the stream wrapper of 0.4.3–0.11, which wraps every tagged line's ``(Name pid=N)`` in bold cyan
+    even in files. Apply it last: the other transformations read uncoloured lines."""
+    out = []
+    for s in log.lines:
+        if style == "0.31":
+            m = _PREFIXED.match(s)
+            if m:
+                s = (f"\x1b[0;36m({m['tag']})\x1b[0;0m \x1b[{_COLOUR_LEVEL[m['lvl']]}m{m['lvl']}\x1b[0m "
+                     f"\x1b[90m{m['ts']}\x1b[0m \x1b[90m{m['where']}\x1b[0m{m['rest']}")
+        elif style == "0.4.3":
+            s = _TAG_ONLY.sub(lambda m: f"\x1b[1;36m({m['tag']})\x1b[0;0m ", s)
+        else:
+            raise ValueError(style)
+        out.append(s)
+    return Log(out, list(log.times), log.year)
+
+
 #: Python warnings that a vLLM server's stderr carries at any time (deprecations of its libraries); the
 #: FutureWarning pair is verbatim from the real 0.32 logs of ../shared/corpus/vllm-cpu.
 PY_WARNINGS = (
@@ -776,3 +802,20 @@ def idle_run(log: Log) -> tuple[int, int] | None:
             best = (i, j)
         k += 1
     return best
+
+
+def then(first: Log, second: Log, pause: timedelta = timedelta(minutes=5)) -> Log:
+    """One file: ``first``, then ``second`` started ``pause`` after ``first``'s last line (a restart: systemd or
+    a container writing both runs to one log)."""
+    end = next(t for t in reversed(first.times) if t is not None)
+    return Log.of(first.lines + shift_to(second, end + pause).lines, first.year)
+
+
+def scale_throughput(log: Log, factor: float) -> Log:
+    """Every stats line's prompt and generation throughput × ``factor`` (the same service on slower or faster
+    hardware: the run's own baseline moves with it)."""
+    out = list(log.lines)
+    for i in log.stats():
+        st = log.stats_of(i)
+        out[i] = _set_stats(out[i], prompt=st["prompt"] * factor, gen=st["gen"] * factor)
+    return _rebuild(log, out)

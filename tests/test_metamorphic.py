@@ -104,6 +104,7 @@ FORMAT: dict[str, Callable[[M.Log], M.Log]] = {
     "kubectl-prefix": lambda l: M.wrap(l, "kubectl-prefix"),
     "docker-compose": lambda l: M.wrap(l, "docker"),
     "warnings": M.interleave_warnings,
+    "ansi-colour": lambda l: M.colour(l, "0.31" if "version 0.32" in l.text()[:20000] else "0.4.3"),
 }
 
 #: (transform, base) → why the current code gets it wrong (none at the moment: P1 under kubectl's sub-second
@@ -210,6 +211,8 @@ SAME: dict[str, Callable[[M.Log], M.Log]] = {
     "stats-interval-x2": M.merge_stats,
     "drop-every-other-stats": M.drop_stats,
     "max-num-seqs-1024": lambda l: M.set_arg(l, "max_num_seqs", 1024),
+    "throughput-x0.1": lambda l: M.scale_throughput(l, 0.1),
+    "throughput-x10": lambda l: M.scale_throughput(l, 10.0),
 }
 #: bases each change applies to (a higher seat limit only where the limit never bound; a stretch duplicated
 #: only where the log has two busy stats lines)
@@ -224,6 +227,9 @@ SAME_BASES = {
                           "49-v1-seats", "14-v0-thrash", "23-v1-ima"),
     "drop-every-other-stats": ("01-light", "T1-traced", "46-v0-burst", "43-v1-idle", "P2-hang", "02-queue",
                                "49-v1-seats", "14-v0-thrash", "23-v1-ima"),
+    "throughput-x0.1": ("01-light", "T1-traced", "07b-json", "46-v0-burst", "43-v1-idle", "P2-hang", "02-queue",
+                        "49-v1-seats", "14-v0-thrash"),
+    "throughput-x10": ("01-light", "T1-traced", "46-v0-burst", "P2-hang", "02-queue", "49-v1-seats"),
     "max-num-seqs-1024": ("01-light", "T1-traced", "07b-json", "43-v1-idle", "P1-dead", "P2-hang", "05-bad-input",
                           "23-v1-ima"),
 }
@@ -287,3 +293,27 @@ def test_kv_steady_90_99_without_preemption_is_healthy(case: str, tmp_path: Path
 def test_stats_interval_keeps_saturated_qualifier(tmp_path: Path) -> None:
     dg = diagnose(M.merge_stats(base_log("46-v0-burst")), tmp_path)
     assert dg.verdict.label == base_diag("46-v0-burst").verdict.label == "HEALTHY (saturated)"
+
+
+@pytest.mark.parametrize("first,second,like", [
+    ("T1-traced", "01-light", "T1-traced"),     # two healthy runs, the first shut down on request
+    ("T1-traced", "P2-hang", "P2-hang"),        # a healthy run, then a run that hangs
+    ("P1-dead", "T1-traced", "P1-dead"),        # a run whose engine dies, then a healthy restart
+    ("06a-startup-oom", "T1-traced", "06a-startup-oom"),  # a start-up that fails, then one that serves
+])
+def test_restart_in_one_file(first: str, second: str, like: str, tmp_path: Path) -> None:
+    """Two server runs in one file: the verdict and top incident are those of the run that had the trouble."""
+    dg = diagnose(M.then(base_log(first), base_log(second)), tmp_path)
+    assert dg.verdict.status == base_diag(like).verdict.status, (dg.verdict.label, dg.verdict.reason)
+    assert headline(dg)[1:] == headline(base_diag(like))[1:]
+
+
+@pytest.mark.parametrize("base,seats", [
+    ("T1-traced", 8), ("01-light", 8), ("07b-json", 4),  # = the load generator's concurrency (README of the corpus)
+    ("P1-dead", 8), ("P2-hang", 8), ("05-bad-input", 2),
+])
+def test_seat_limit_the_traffic_never_exceeds(base: str, seats: int, tmp_path: Path) -> None:
+    """``max_num_seqs`` lowered to what the client could ever have in flight: no request can have waited for a
+    seat, so nothing changes."""
+    dg = diagnose(M.set_arg(base_log(base), "max_num_seqs", seats), tmp_path)
+    assert headline(dg) == headline(base_diag(base))

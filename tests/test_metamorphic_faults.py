@@ -278,3 +278,24 @@ def test_fault_survives_rewrite(fault: str, rewrite: str, tmp_path: Path) -> Non
     got = diagnose(REWRITES[rewrite](log), tmp_path, "rewritten")
     top = lambda dg: next(((i.category, i.impact) for i in open_incidents(dg)), None)  # noqa: E731
     assert (got.verdict.status, top(got)) == (want.verdict.status, top(want))
+
+
+# ==== throughput collapses against the run's own baseline ======================================================
+
+@pytest.mark.parametrize("factor", [0.3, 0.1])
+def test_throughput_collapse_at_same_load_is_slow(factor: float, tmp_path: Path) -> None:
+    """T1's busy stretch (Running 3) repeated for 80 s; in its second half the same load gets ``factor`` of the
+    tokens/s: slow against the run's own baseline (whereas the whole run ×0.1 is healthy: test_metamorphic)."""
+    from .test_metamorphic import _long_busy
+
+    log = _long_busy(base_log("T1-traced"), 6)
+    busy = log.busy_stats()
+    out = list(log.lines)
+    for i in busy[len(busy) // 2:]:
+        st = log.stats_of(i)
+        out[i] = M._set_stats(out[i], prompt=st["prompt"] * factor, gen=st["gen"] * factor)
+    dg = diagnose(M.Log.of(out), tmp_path)
+    assert dg.verdict.status != "healthy", dg.verdict.label
+    top = open_incidents(dg)[0]
+    assert (top.impact, top.category) == ("slow", "slow_throughput"), (top.impact, top.category)
+    assert check(dg, "speed steady") == "failed"
