@@ -54,7 +54,8 @@ def main() -> int:
                         (["diagnose", log, "--year", "2026"], (0, 1, 3)),
                         (["summary", log, "--year", "2026", "--by", "hour"], (0, 3)),
                         (["requests", log, "--year", "2026"], (0,)),
-                        (["timeline", log, "--year", "2026"], (0,))]
+                        (["timeline", log, "--year", "2026"], (0,)),
+                        (["capacity", log, "--year", "2026", "--target-rate", "10"], (0, 3))]
         with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:  # subprocesses: threads suffice
             list(pool.map(lambda a: run(*a), per_log))
         everything = logs + examples
@@ -76,6 +77,7 @@ def main() -> int:
         # fleet: every corpus log as a replica (a directory walk), then a glob, on the local process pool
         run(["fleet", str(DATA / "corpus"), "--year", "2026", "-j", "2", "--out", str(out / "fleet")], (0, 3))
         run(["fleet", str(DATA / "fleet" / "*.log.gz"), "--json", "-j", "0", "--out", str(out / "fleet2")], (0, 3))
+        run(["capacity", *everything, "--year", "2026", "--json", "--slo", "ttft_p95=1s,e2e_p95=30s"], (0, 3))
         run(["rules"])
         run(["kinds"])
         run(["--version"])

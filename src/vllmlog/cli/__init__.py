@@ -12,6 +12,7 @@ from ._app import app
 # One module per command group; each registers its commands on `app` when imported.
 _COMMAND_MODULES = [
     "analyze_cmd",
+    "capacity_cmd",
     "diagnose_cmd",
     "export_cmd",
     "fleet_cmd",
@@ -25,7 +26,7 @@ _COMMAND_MODULES = [
 
 # command → its module, so `vllmlog parse …` imports only what parse needs (start-up time counts on a hot path)
 _COMMANDS = {
-    "analyze": "analyze_cmd", "diagnose": "diagnose_cmd", "rules": "diagnose_cmd", "rule": "diagnose_cmd",
+    "analyze": "analyze_cmd", "capacity": "capacity_cmd", "diagnose": "diagnose_cmd", "rules": "diagnose_cmd", "rule": "diagnose_cmd",
     "timeline": "diagnose_cmd", "export": "export_cmd", "fleet": "fleet_cmd", "kinds": "kinds_cmd", "scrape": "metrics_cmd",
     "alerts": "metrics_cmd", "dashboard": "metrics_cmd", "logging-config": "metrics_cmd", "lnav-format": "metrics_cmd",
     "metric-names": "metrics_cmd", "metrics-lint": "metrics_cmd", "parse": "parse_cmd", "simulate": "simulate_cmd",

@@ -1,0 +1,302 @@
+"""The capacity plan of a Run: per serving server run, what it has, what the load needs, which limit binds and
+when, what-ifs, replicas for a target, checks of the model against what the logs show, and advice."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..numbers import SloTargets, describe
+from .figure import MODEL, Figure
+from .limits import Window, binding, windows
+from .load import Load, busy, measure
+from .model import Footprint, Throughput, fit_throughput, fits, footprint, running
+from .replicas import Replicas, plan as replica_plan
+from .server import Server, facts
+from .whatif import WhatIf, whatifs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..client import ClientRecord
+    from ..run import Run
+    from ..state import ServiceState
+
+
+@dataclass
+class Check:
+    """A prediction of the model set against what a log or vLLM itself states."""
+
+    name: str
+    predicted: float
+    actual: float
+    actual_source: str
+    how: str = ""
+
+    @property
+    def error(self) -> float | None:
+        """(predicted − actual) ÷ actual."""
+        return (self.predicted - self.actual) / self.actual if self.actual else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "predicted": self.predicted, "actual": self.actual, "error": self.error,
+                "actual_source": self.actual_source, "how": self.how}
+
+
+@dataclass
+class ServerCapacity:
+    """The capacity plan of one server run."""
+
+    file: str
+    server: int
+    facts: Server
+    load: Load
+    footprint: Footprint | None
+    throughput: Throughput | None
+    windows: list[Window]
+    binding: str
+    whatifs: list[WhatIf]
+    replicas: Replicas
+    checks: list[Check] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+    model_figures: list[Figure] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file, "server": self.server,
+            "has": {f.key: f.to_dict() for f in self.facts.figures},
+            "load": {f.key: f.to_dict() for f in self.load.figures},
+            "rate_series": {"bucket_s": self.load.bucket_s,
+                            "points": [[t.isoformat(), r] for t, r in self.load.rate_series]},
+            "model": {f.key: f.to_dict() for f in self.model_figures},
+            "binding": self.binding, "windows": [w.to_dict() for w in self.windows],
+            "what_if": [w.to_dict() for w in self.whatifs],
+            "replicas": self.replicas.to_dict(),
+            "checks": [c.to_dict() for c in self.checks],
+            "advice": list(self.advice),
+        }
+
+
+@dataclass
+class CapacityPlan:
+    """Every serving server run's plan, and checks across runs of the same model and device."""
+
+    servers: list[ServerCapacity]
+    slo: SloTargets
+    target_rate: float | None = None
+    checks: list[Check] = field(default_factory=list)
+    """Cross-run checks: one run's model predicting another run of the same model and device."""
+    skipped: list[str] = field(default_factory=list)
+    """Server runs left out (never served, no stats lines), with why."""
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {"slo": asdict(self.slo), "target_rate": self.target_rate,
+                "servers": [s.to_dict() for s in self.servers], "cross_checks": [c.to_dict() for c in self.checks],
+                "skipped": list(self.skipped),
+                "bases": {"logged": "a line of the log, a trace or the client's records states it",
+                          "derived": "computed exactly from logged values",
+                          "estimated": "approximated from logged values",
+                          "model": "a prediction over the observed numbers, assumptions stated",
+                          "default": "vLLM's default, not logged"}}
+
+
+def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None = None, headroom: float = 0.2,
+         client: Sequence[ClientRecord] = ()) -> CapacityPlan:
+    """The capacity plan of ``run``. ``client``: the load generator's records (lengths, latency) when the log lacks them."""
+    from ..state import service_states
+
+    slo = slo or SloTargets()
+    out = CapacityPlan([], slo, target_rate)
+    states = []
+    for st in service_states(run):
+        if not st.lifecycle.serving or not st.intervals:
+            why = "never served" if not st.lifecycle.serving else "no stats lines"
+            out.skipped.append(f"{st.file} server run {st.index + 1}: {why}")
+            continue
+        states.append(st)
+    for st in states:
+        # runs of the same model on the same device share one step-time model when this run alone shows too few
+        # batch sizes (their throughput at a batch size is a property of model × device, not of the flags)
+        peers = [o for o in states if o is not st and o.config.model == st.config.model
+                 and o.config.device == st.config.device and o.config.world_size == st.config.world_size]
+        out.servers.append(server_plan(st, slo, target_rate, headroom, _client_for(st, client), peers))
+    out.checks = cross_checks(out.servers, states)
+    return out
+
+
+def _client_for(st: ServiceState, client: Sequence[ClientRecord]) -> list[ClientRecord]:
+    if not client:
+        return []
+    from ..client import match
+
+    pairs, _how = match(client, st.view.journeys)
+    return [r for r in client if r.index in pairs]
+
+
+def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroom: float,
+                client: Sequence[ClientRecord] = (), peers: Sequence[ServiceState] = ()) -> ServerCapacity:
+    """The plan of one serving server run (``peers``: other runs of the same model and device)."""
+    s = facts(st)
+    ld = measure(st, client)
+    xs = st.intervals
+    tp = fit_throughput(xs)
+    if (tp is None or len(tp.batch_sizes) < 2) and peers:
+        pooled = fit_throughput(xs, [o.intervals for o in peers])
+        if pooled is not None and len(pooled.batch_sizes) >= 2:
+            tp = pooled
+    fp = footprint(ld, s.kv.block_size)
+    ws = windows(xs, s.seats, tp)
+    bind = binding(ws)
+    wi = whatifs(s, ld, fp, tp, bind)
+    base = wi[0]
+    sc = ServerCapacity(st.file, st.index, s, ld, fp, tp, ws, bind, wi,
+                        replica_plan(ld, tp, s.seats, base.fits, slo, target, headroom))
+    if fp is not None:
+        sc.model_figures.append(fp.figure)
+        if base.fits is not None:
+            sc.model_figures.append(Figure("fits", "requests of this mix that fit at once", base.fits, "req", MODEL,
+                                           f"capacity {s.kv.tokens:,} ÷ {fp.mean:,.0f} tokens per request"))
+    if tp is not None:
+        sc.model_figures.append(tp.figure())
+    sc.checks = checks(st, s, ld, fp, tp, ws)
+    sc.advice = advice(s, ld, wi, bind, tp)
+    return sc
+
+
+def checks(st: ServiceState, s: Server, ld: Load, fp: Footprint | None, tp: Throughput | None,
+           ws: list[Window]) -> list[Check]:
+    """The model against what this run's own lines state."""
+    out: list[Check] = []
+    cfg = s.config
+    K, B = s.kv.tokens, s.kv.block_size
+    if K and cfg.max_model_len and cfg.max_concurrency and cfg.sources.get("max_concurrency") == "logged":
+        pred = K / (math.ceil(cfg.max_model_len / B) * B)
+        out.append(Check(f"max concurrency at {cfg.max_model_len} tokens/request", pred, cfg.max_concurrency,
+                         "vLLM's 'Maximum concurrency for N tokens per request' line",
+                         "capacity ÷ max_model_len rounded up to whole blocks"))
+    kvw = [w for w in ws if w.limit == "kv_cache"]
+    if kvw and fp is not None and K:
+        obs = describe(x.running for x in st.intervals if x.binding == "kv_cache")["p50"]
+        if obs:
+            pred = running(ld.demand_peak, s.seats, fits(K, fp))
+            out.append(Check("Running while the KV cache binds", pred, obs, "stats lines (median Running of the "
+                             "KV-bound intervals)", f"capacity {K:,} ÷ {fp.mean:,.0f} tokens per request"))
+    if ld.kv_per_running and fp is not None:
+        unbound = [x for x in busy(st.intervals) if x.kv is not None and x.kv < 0.9 and x.running >= 2]
+        if unbound and K:
+            obs = describe(x.kv * K / x.running for x in unbound)["p50"]
+            res = 0.0005 * K / describe(x.running for x in unbound)["p50"]
+            if obs and res < 0.25 * fp.mean:
+                out.append(Check("KV tokens per running request", fp.mean, obs,
+                                 "KV usage × capacity ÷ Running (stats lines, cache not full)",
+                                 "prompt + output ÷ 2 + block ÷ 2"))
+    if tp is not None and len(tp.batch_sizes) >= 2:
+        pts = [x for x in busy(st.intervals) if x.gen_tps > 0]
+        errs = [abs(tp.tokens_per_s(x.running) - x.gen_tps) / x.gen_tps for x in pts]
+        if errs:
+            mean_obs = math.fsum(x.gen_tps for x in pts) / len(pts)
+            mean_pred = math.fsum(tp.tokens_per_s(x.running) for x in pts) / len(pts)
+            out.append(Check("generation tok/s (in-sample fit)", mean_pred, mean_obs, "stats lines",
+                             f"mean absolute error per interval {math.fsum(errs) / len(errs):.0%}"))
+    return out
+
+
+def cross_checks(servers: Sequence[ServerCapacity], states: Sequence[ServiceState] = ()) -> list[Check]:
+    """One run's model predicting another run of the same model and device: Running under the other's flags at
+    the other's offered concurrency (a re-run of the same load with a changed flag), and the other run's
+    throughput at its Running from a step-time model fitted without it (leave-one-out)."""
+    out: list[Check] = []
+    by_file = {(st.file, st.index): st for st in states}
+    for b in servers:
+        sb = by_file.get((b.file, b.server))
+        peers = [by_file.get((a.file, a.server)) for a in servers if a is not b
+                 and a.facts.config.model == b.facts.config.model and a.facts.config.device == b.facts.config.device]
+        peers = [p for p in peers if p is not None]
+        if sb is None or not peers:
+            continue
+        tp = fit_throughput(peers[0].intervals, [p.intervals for p in peers[1:]])
+        if tp is None or len(tp.batch_sizes) < 2:
+            continue
+        ws = [w for w in b.windows if w.running[0] == w.running[1] and w.running[0] >= 1 and w.gen_tps > 0]
+        if ws:
+            w = max(ws, key=lambda w: w.seconds)
+            n = w.running[0]
+            out.append(Check(f"generation tok/s of {_name(b)} at Running {n}, fitted without it", tp.tokens_per_s(n),
+                             w.gen_tps, f"{_name(b)}'s stats lines", f"step time a + b·Running fitted on {len(peers)} "
+                             f"other run(s), Running {', '.join(map(str, tp.batch_sizes))}"))
+    for a in servers:
+        for b in servers:
+            if a is b or a.facts.config.model != b.facts.config.model or a.facts.config.device != b.facts.config.device:
+                continue
+            if a.footprint is not None and b.facts.kv.tokens and b.load.running_max and _same_mix(a.load, b.load):
+                fa = a.footprint
+                pred = running(b.load.demand_peak, b.facts.seats, fits(b.facts.kv.tokens, fa))
+                changed = _diff(a.facts, b.facts)
+                if changed and pred < b.load.demand_peak:  # a limit, not the offered load, sets Running
+                    out.append(Check(f"Running peak of {_name(b)} from {_name(a)}'s model ({changed})", pred,
+                                     b.load.running_max, f"{_name(b)}'s stats lines",
+                                     f"min(offered {b.load.demand_peak}, seats {b.facts.seats}, "
+                                     f"{b.facts.kv.tokens:,} ÷ {fa.mean:,.0f} tokens)"))
+    return out
+
+
+def _same_mix(a: Load, b: Load) -> bool:
+    """The two runs carried requests of about the same length (a re-run of one load): mean max_tokens (logged)
+    or mean lengths within 15 %."""
+    pairs = [(a.lengths.max_tokens_mean, b.lengths.max_tokens_mean), (a.lengths.output, b.lengths.output)]
+    for x, y in pairs:
+        if x and y:
+            return abs(x - y) / max(x, y) <= 0.15
+    return False
+
+
+def _diff(a: Server, b: Server) -> str:
+    parts = []
+    if a.kv.tokens != b.kv.tokens:
+        parts.append(f"KV {a.kv.tokens:,} → {b.kv.tokens:,} tokens")
+    if a.seats != b.seats:
+        parts.append(f"seats {a.seats} → {b.seats}")
+    return ", ".join(parts)
+
+
+def _name(sc: ServerCapacity) -> str:
+    import os
+
+    return os.path.basename(sc.file) + (f"#{sc.server + 1}" if sc.server else "")
+
+
+def advice(s: Server, ld: Load, wi: list[WhatIf], bind: str, tp: Throughput | None) -> list[str]:
+    """Concrete advice from the what-ifs that change the binding limit, reconciled with the server's facts."""
+    from ..rules.advice import more_kv_memory, reconcile
+
+    cfg = s.config
+    base = wi[0]
+    out: list[str] = []
+    by = {w.key: w for w in wi if w.proposed}
+    if bind == "max_num_seqs" and "max_num_seqs" in by:
+        w = by["max_num_seqs"]
+        txt = (f"`--max-num-seqs {w.seats}` (now {s.seats}): lets the {ld.demand_peak} offered requests run at once; "
+               f"the KV cache holds {w.fits:,.0f} of this mix" if w.fits else
+               f"`--max-num-seqs {w.seats}` (now {s.seats})")
+        if w.note:
+            txt += f"; {w.note}"
+        out.append(txt)
+    if bind == "kv_cache":
+        for key in ("num_gpu_blocks_override", "kv_space", "gpu_memory_utilization", "kv_cache_dtype"):
+            w = by.get(key)
+            if w is None or w.running is None or base.running is None or w.running <= base.running:
+                continue
+            out.append(f"`{w.change}`" if not w.change.startswith("remove") else w.change)
+            out[-1] += f": {base.kv_tokens:,} → {w.kv_tokens:,} KV tokens, Running {base.running:.0f} → {w.running:.0f} " \
+                       f"at the offered {ld.demand_peak}"
+            break
+        out.append(more_kv_memory(cfg))
+    if bind == "compute" or (tp is not None and bind == "max_num_seqs" and "compute-bound" in
+                             (by.get("max_num_seqs").note if by.get("max_num_seqs") else "")):
+        out.append("compute is the limit: more replicas (see the replica count) or a faster device; more seats only "
+                   "share the same throughput")
+    if bind == "headroom":
+        out.append("nothing binds: the server has headroom at this load")
+    return reconcile(out, cfg, max_running=ld.running_max)
+

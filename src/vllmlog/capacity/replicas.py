@@ -1,0 +1,96 @@
+"""Replicas for a target rate: what one replica sustains while the SLO holds (Little's law over the latency
+at that concurrency), and how many replicas a target request rate needs with headroom."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .figure import LOGGED, MODEL, Figure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..numbers import SloTargets
+    from .load import Load
+    from .model import Throughput
+
+
+@dataclass
+class Replicas:
+    """Per-replica capacity and the replica count for a target."""
+
+    per_replica: Figure | None = None
+    """Requests/s one replica sustains within the SLO (model)."""
+    observed: Figure | None = None
+    """Requests/s one replica carried in this log (Little's law: mean Running ÷ mean e2e)."""
+    concurrency: float | None = None
+    """Running at which the SLO still holds (the operating point)."""
+    target_rate: float | None = None
+    headroom: float = 0.2
+    replicas: int | None = None
+    limit: str = ""
+    """What caps the operating point: seats, KV cache, the TPOT / e2e SLO."""
+    assumptions: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"per_replica_rate": self.per_replica.to_dict() if self.per_replica else None,
+                "observed_rate": self.observed.to_dict() if self.observed else None,
+                "operating_concurrency": self.concurrency, "limited_by": self.limit,
+                "target_rate": self.target_rate, "headroom": self.headroom, "replicas": self.replicas,
+                "assumptions": list(self.assumptions)}
+
+
+def plan(ld: Load, tp: Throughput | None, seats: int | None, fit: float | None, slo: SloTargets,
+         target: float | None, headroom: float = 0.2) -> Replicas:
+    """What one replica sustains and how many a target rate needs."""
+    R = Replicas(target_rate=target, headroom=headroom)
+    xs_run = [f.value for f in ld.figures if f.key == "concurrency_p50"]
+    if ld.e2e_mean_s and ld.running_max:
+        # observed: Little's law over the busy intervals' Running and the measured latency
+        mean_running = xs_run[0] if xs_run else None
+        if mean_running:
+            lam = min(mean_running, ld.running_max) / ld.e2e_mean_s
+            R.observed = Figure("observed_rate", "carried per replica (Little's law)", lam, "req/s", LOGGED,
+                                f"Running {min(mean_running, ld.running_max):g} ÷ mean e2e {ld.e2e_mean_s:.2f} s "
+                                f"({ld.e2e_basis})")
+    O = ld.lengths.output
+    if tp is None or not O:
+        R.assumptions.append("no step-time model or output length: the per-replica capacity cannot be computed")
+        return R
+    caps: list[tuple[float, str]] = []
+    if seats:
+        caps.append((float(seats), f"--max-num-seqs {seats}"))
+    if fit is not None:
+        caps.append((math.floor(fit), "KV cache"))
+    # TPOT SLO: step time ≤ 1 / tokens_per_s
+    if slo.tokens_per_s and tp.b > 0:
+        n = (1.0 / slo.tokens_per_s - tp.a) / tp.b
+        caps.append((max(1.0, math.floor(n)), f"TPOT SLO ({slo.tokens_per_s:g} tok/s per request)"))
+    ttft0 = ld.ttft_p50_s or 0.0
+    if slo.e2e_s and tp.b > 0:
+        o95 = ld.lengths.output_p95 or O
+        n = ((slo.e2e_s - ttft0) / o95 - tp.a) / tp.b
+        caps.append((max(1.0, math.floor(n)), f"e2e SLO ({slo.e2e_s:g} s at p95 output {o95:,.0f} tokens)"))
+    if not caps:
+        caps.append((float(max(ld.running_max, 1)), "the Running observed"))
+    n, R.limit = min(caps)
+    R.concurrency = n
+    w = ttft0 + O * tp.step_s(n)
+    if w <= 0:
+        R.assumptions.append("the step-time model gives no latency: the per-replica capacity cannot be computed")
+        return R
+    lam = n / w
+    notes = ["arrivals spread evenly over replicas", "the length mix of this log",
+             "latency at the operating point from the fitted step time"
+             + ("; TTFT at its observed median" if ld.ttft_p50_s is not None else "; TTFT not measured (taken as 0)")]
+    top = max(tp.batch_sizes)
+    if n > top:
+        notes.append(f"extrapolated: Running {n:g} is beyond the largest batch observed ({top})")
+    R.per_replica = Figure("per_replica_rate", "one replica sustains", lam, "req/s", MODEL,
+                           f"Little's law: Running {n:g} ({R.limit}) ÷ latency {w:.2f} s (TTFT {ttft0:.2f} s + "
+                           f"{O:,.0f} tokens × {tp.step_s(n) * 1000:.1f} ms step)", tuple(notes))
+    if target:
+        R.replicas = max(1, math.ceil(target / (lam * (1 - headroom))))
+        R.assumptions.append(f"{headroom:.0%} headroom: each replica runs at ≤ {1 - headroom:.0%} of its capacity "
+                             "(queueing near saturation breaks the TTFT SLO)")
+    return R
