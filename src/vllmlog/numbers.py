@@ -527,7 +527,7 @@ def silent_preemption_intervals(samples: Sequence[StatsSample], arrivals: Sequen
     return out
 
 
-_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
+_VERSION = re.compile(r"^(\d{1,9})\.(\d{1,9})(?:\.(\d{1,9}))?")
 
 
 def _version(v: str | None) -> tuple[int, int, int] | None:

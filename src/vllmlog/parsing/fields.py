@@ -11,27 +11,59 @@ from typing import Any, Callable
 import orjson
 
 
+#: Largest magnitude a number read from a log may have; anything beyond is not a measurement (a
+#: 309-digit "Running: 999…9 reqs" would overflow every float sum downstream) and converts to None.
+#: 2**63: what Prometheus, JSON consumers and numpy int64 hold; 1e38 for floats keeps sums (and
+#: sums of squares) of millions of values finite, and is what the compiled scanner's native number
+#: reader (at most 38 digits) can produce, so both parsers agree.
+INT_LIMIT = 1 << 63
+FLOAT_LIMIT = 1e38
+_MAX_DIGITS = 40
+"""Longer digit runs are out of range whatever they say (and never reach ``int()``'s quadratic path)."""
+
+
 def to_int(s: str) -> int | None:
-    """'381,024' → 381024; 'None' → None."""
+    """'381,024' → 381024; 'None' → None; out of range (|v| ≥ 2**63, inf, nan) → None."""
     s = s.strip().replace(",", "")
-    if not s or s == "None":
+    if not s or s == "None" or len(s) > _MAX_DIGITS:
         return None
     try:
-        return int(s)
-    except ValueError:  # also Python's 4300-digit limit
+        v = int(s)
+    except ValueError:
         try:
-            return int(float(s))
-        except (ValueError, OverflowError):  # int(inf)
+            f = float(s)
+        except ValueError:
             return None
+        if not -FLOAT_LIMIT <= f <= FLOAT_LIMIT:  # also inf and nan
+            return None
+        v = int(f)
+    return v if -INT_LIMIT < v < INT_LIMIT else None
 
 
 def to_float(s: str) -> float | None:
-    """'1,234.5' → 1234.5; 'nan' stays nan; junk → None."""
+    """'1,234.5' → 1234.5; 'nan' stays nan; junk or out of range (|v| > 1e38, inf) → None."""
     s = s.strip().replace(",", "")
+    if len(s) > _MAX_DIGITS:
+        return None
     try:
-        return float(s)
+        v = float(s)
     except ValueError:
         return None
+    if -FLOAT_LIMIT <= v <= FLOAT_LIMIT or v != v:
+        return v
+    return None
+
+
+def bounded(v: Any) -> Any:
+    """A number read from a log as it is when in range (see ``INT_LIMIT``/``FLOAT_LIMIT``), else None;
+    anything else unchanged. For values that did not go through ``to_int``/``to_float`` (literals)."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return v if -INT_LIMIT < v < INT_LIMIT else None
+    if isinstance(v, float):
+        return v if -FLOAT_LIMIT <= v <= FLOAT_LIMIT else None
+    return v
 
 
 def to_ratio(s: str) -> float | None:

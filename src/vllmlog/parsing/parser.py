@@ -816,7 +816,7 @@ _FAST_DECODE = re.compile(
     # path can write the line's parts into JSON verbatim
     # (numbers without leading zeros and within 64 bits, so they can be copied into JSON as they are)
     r'INFO (\d\d-\d\d \d\d:\d\d:\d\d) \[?([^\]\s"\\\x00-\x1f]+:\d+)\] Decode step (0|[1-9][0-9]{0,17}) for ([^\s"\\\x00-\x1f]+)\. '
-    r"Batch size: (0|[1-9][0-9]{0,17}), KV cache usage: ([0-9]+(?:\.[0-9]+)?)%\Z"
+    r"Batch size: (0|[1-9][0-9]{0,17}), KV cache usage: ([0-9]{1,15}(?:\.[0-9]{1,15})?)%\Z"
 )
 class _KvJson(dict):  # type: ignore[type-arg]
     """'45' → '0.45' (JSON of the ratio, as orjson would print it), computed once per distinct value."""
@@ -829,7 +829,7 @@ class _KvJson(dict):  # type: ignore[type-arg]
 
 _KV_JSON = _KvJson()
 _FAST_REST = re.compile(
-    r'(0|[1-9][0-9]{0,17}) for ([^\s"\\\x00-\x1f]+)\. Batch size: (0|[1-9][0-9]{0,17}), KV cache usage: ([0-9]+(?:\.[0-9]+)?)%\Z'
+    r'(0|[1-9][0-9]{0,17}) for ([^\s"\\\x00-\x1f]+)\. Batch size: (0|[1-9][0-9]{0,17}), KV cache usage: ([0-9]{1,15}(?:\.[0-9]{1,15})?)%\Z'
 )
 
 

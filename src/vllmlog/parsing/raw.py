@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .fields import to_float, to_int
 from .registry import RAW, LinePattern
 
 
@@ -11,19 +12,17 @@ def _ms_to_s(f: dict[str, Any]) -> None:
     for k in ("timeout_ms", "ran_ms"):
         if k in f:
             v = f.pop(k)
-            try:
-                f[k[:-3] + "_s"] = int(v) / 1000.0
-            except (TypeError, ValueError):
-                pass
+            n = to_int(v) if isinstance(v, str) else v if isinstance(v, int) else None
+            if n is not None:
+                f[k[:-3] + "_s"] = n / 1000.0
 
 
 def _ray_serve_latency(f: dict[str, Any]) -> None:
     v = f.pop("_latency_ms", None)
     if v is not None:
-        try:
-            f["duration_s"] = float(v) / 1000.0
-        except ValueError:
-            pass
+        d = to_float(v) if isinstance(v, str) else None
+        if d is not None:
+            f["duration_s"] = d / 1000.0
 
 
 for _p in [

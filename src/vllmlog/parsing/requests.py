@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .fields import to_int
 from .registry import MESSAGES, LinePattern
 
 _RID = r"(?P<request_id>\S+?)"
@@ -18,13 +19,13 @@ def _received(f: dict[str, Any]) -> None:
     body = f.pop("body", "")
     m = _MAXTOK.search(body)
     if m:
-        f["max_tokens"] = int(m.group(1))
+        f["max_tokens"] = to_int(m.group(1))
     m = _N.search(body)
     if m:
-        f["n"] = int(m.group(1))
+        f["n"] = to_int(m.group(1))
     m = _IDS_LEN.search(body)
     if m:
-        f["prompt_tokens"] = int(m.group(1))
+        f["prompt_tokens"] = to_int(m.group(1))
     else:
         m = _IDS.search(body)
         if m and "..." not in m.group(1):

@@ -29,7 +29,7 @@ def _shutdown(f: dict[str, Any]) -> None:
         f["count"] = to_int(kv["count"])
     m = re.search(r"\bpid (\d+)", detail)
     if m:
-        f["pid"] = int(m.group(1))
+        f["pid"] = to_int(m.group(1))
 
 
 def _sched_stats(f: dict[str, Any]) -> None:

@@ -71,9 +71,9 @@ def parse_stats(body: str) -> dict[str, Any]:
         if label == "KV fetch":
             m2 = _KV_FETCH.search(value)
             if m2:
-                out["kv_fetch_waiting"] = int(m2.group(1))
-                out["kv_fetch_in_progress"] = int(m2.group(2))
-                out["kv_fetch_completed_waiting"] = int(m2.group(3))
+                out["kv_fetch_waiting"] = to_int(m2.group(1))
+                out["kv_fetch_in_progress"] = to_int(m2.group(2))
+                out["kv_fetch_completed_waiting"] = to_int(m2.group(3))
             continue
         out[snake(label)] = _generic(value)
     return out

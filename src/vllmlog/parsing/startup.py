@@ -6,6 +6,7 @@ import ast
 import re
 from typing import Any
 
+from .fields import bounded, to_int
 from .registry import MESSAGES, LinePattern
 
 _CFG = {
@@ -44,7 +45,7 @@ def _engine_config(f: dict[str, Any]) -> None:
         if m:
             v: Any = m.group(1)
             if name in _INTS:
-                v = int(v)
+                v = to_int(v)
             elif name in _BOOLS:
                 v = v == "True"
             elif v == "None":
@@ -62,7 +63,9 @@ def _literal(text: str) -> Any:
 
 
 def _jsonable(v: Any) -> Any:
-    if isinstance(v, (str, int, float, bool)) or v is None:
+    if isinstance(v, (int, float)):
+        return bounded(v)  # a literal of 300 digits is not a setting
+    if isinstance(v, str) or v is None:
         return v
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
@@ -77,7 +80,7 @@ _REDACT = {"api_key", "hf_token", "ssl_keyfile"}
 def _args_dict(f: dict[str, Any]) -> None:
     d = _literal(f.pop("args"))
     if isinstance(d, dict):
-        d = {k: ("***" if k in _REDACT and d[k] else v) for k, v in d.items()}
+        d = {k: ("***" if k in _REDACT and d[k] else bounded(v)) for k, v in d.items()}
         f["args"] = _jsonable(d)
         _lift(f, d)
 
@@ -85,13 +88,18 @@ def _args_dict(f: dict[str, Any]) -> None:
 _NS_ITEM = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|\[[^\]]*\]|\{[^}]*\}|[^,()]+)")
 
 
+_NUMBERISH = re.compile(r"[-+]?[0-9][0-9_.eE+-]*")
+
+
 def _namespace(f: dict[str, Any]) -> None:
     body = f.pop("ns")
     d: dict[str, Any] = {}
     for k, v in _NS_ITEM.findall(body):
-        lit = _literal(v.strip())
-        d[k] = lit if lit is not None or v.strip() == "None" else v.strip()
-    d = {k: ("***" if k in _REDACT and d[k] else v) for k, v in d.items()}
+        raw = v.strip()
+        lit = _literal(raw)
+        # a number literal_eval refused (beyond Python's 4300 digits) is out of range, not a string setting
+        d[k] = lit if lit is not None or raw == "None" or _NUMBERISH.fullmatch(raw) else raw
+    d = {k: ("***" if k in _REDACT and d[k] else bounded(v)) for k, v in d.items()}
     f["args"] = _jsonable(d)
     _lift(f, d)
 

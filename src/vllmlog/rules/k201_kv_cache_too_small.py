@@ -12,8 +12,8 @@ from . import advice
 from .base import Finding, Rule, Severity
 from .registry import register
 
-_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)")
-_V1 = re.compile(r"max seq len \((\d+)\).*?estimated maximum model length is (\d+)")
+_V0 = re.compile(r"max seq len \((\d{1,18})\) is larger than the maximum number of tokens that can be stored in KV cache \((\d{1,18})\)")
+_V1 = re.compile(r"max seq len \((\d{1,18})\).*?estimated maximum model length is (\d{1,18})")
 
 
 @register

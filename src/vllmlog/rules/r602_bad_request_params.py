@@ -17,7 +17,7 @@ _PARAM = re.compile(r"parameter=(\w+)|\b(temperature|top_p|top_k|min_p|max_token
 #: events that may carry a rejected request's exception (its message names the parameter)
 _EXC_KINDS = ("traceback", "request_preprocess_error", "request_exception", "log")
 _SERVER_FAIL = frozenset({"engine_dead", "engine_fatal", "engine_core_died", "cuda_oom", "cuda_error", "worker_died"})
-_MAX = re.compile(r"max allowed: (\d+)|more than (\d+) logprobs")
+_MAX = re.compile(r"max allowed: (\d{1,18})|more than (\d{1,18}) logprobs")
 
 
 def _reason(e) -> str:

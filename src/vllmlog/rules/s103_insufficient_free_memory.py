@@ -11,7 +11,7 @@ from . import _util as u
 from .base import Finding, Rule, Severity
 from .registry import register
 
-_NUMS = re.compile(r"\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired \w+ memory utilization \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)")
+_NUMS = re.compile(r"\((?P<free>[\d.]{1,30})/(?P<total>[\d.]{1,30}) GiB\) on startup is less than desired \w+ memory utilization \((?P<util>[\d.]{1,30}), (?P<want>[\d.]{1,30}) GiB\)")
 
 
 @register

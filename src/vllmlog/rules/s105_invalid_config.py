@@ -11,7 +11,7 @@ from .base import Finding, Rule, Severity
 from .registry import register
 
 _DETAIL = re.compile(r"Value error,|User-specified|: error: |invalid (?:choice|int|float)|must be|is not supported|unrecognized arguments", re.I)
-_MAXLEN = re.compile(r"User-specified max_model_len \((\d+)\) is greater than the derived max_model_len \((\w+)=([\d.]+)")
+_MAXLEN = re.compile(r"User-specified max_model_len \((\d{1,18})\) is greater than the derived max_model_len \((\w+)=([\d.]{1,30})")
 
 
 @register

@@ -33,7 +33,7 @@ def _num(v: Any) -> float | None:
 
 def _int(v: Any) -> int | None:
     x = _num(v)
-    return int(x) if x is not None else None
+    return int(x) if x is not None and abs(x) < 1e18 else None  # nan, inf and 300-digit values: not a setting
 
 
 def _truthy(v: Any) -> bool | None:
