@@ -53,7 +53,7 @@ def test_kv_pressure_is_bound_by_its_2048_token_cache(both):
     assert (kv.value, kv.basis) == (2048, "logged")
     assert _fig(s, "has", "num_gpu_blocks_override").value == 16
     # the model puts Running where the KV-bound stats lines show it (5–7, median 6)
-    chk = next(c for c in s.checks if c.name == "Running while the KV cache binds")
+    chk = next(c for c in s.checks if c.name.startswith("Running while the KV cache binds"))
     assert chk.actual == 6 and abs(chk.error) <= 0.15
 
 
@@ -169,3 +169,47 @@ def test_slo_option():
 def test_cli_bad_option(capsys):
     assert main(["capacity", str(KV), "--headroom", "2"]) == 2
     assert re.search(r"error: --headroom", capsys.readouterr().err)
+
+
+# --------------------------------------------------------------------------- re-runs with one flag changed
+RERUN = CPU.parent.parent / "capacity"
+
+
+def _cross(p, prefix):
+    return next(c for c in p.checks if c.name.startswith(prefix))
+
+
+def test_rerun_without_the_override_shows_the_predicted_concurrency():
+    """03's what-if 'remove --num-gpu-blocks-override 16' predicts Running 16 (the offered 16); the real re-run of
+    the same load without the flag (R1) shows Running 16, Waiting 0."""
+    p = plan(load([str(KV), str(RERUN / "R1-kv-pressure-load-full-cache.log")]))
+    s03 = next(s for s in p.servers if s.file.endswith("03-kv-cache-pressure-preemption.log"))
+    w = next(w for w in s03.whatifs if w.key == "num_gpu_blocks_override")
+    r1 = next(s for s in p.servers if s.file.endswith("R1-kv-pressure-load-full-cache.log"))
+    assert w.running == 16 and r1.load.running_max == 16
+    assert max(x for win in r1.windows for x in win.waiting) == 0
+    c = _cross(p, "Running peak of R1-kv-pressure-load-full-cache.log from 03")
+    assert c.predicted == 16 and c.actual == 16
+
+
+def test_rerun_with_a_larger_override_is_within_10_percent():
+    """03's model (the footprint measured while its 2,048-token cache was full) predicts Running with 32 blocks
+    (4,096 tokens): 11.7 against the real re-run's peak of 11 (R2)."""
+    p = plan(load([str(KV), str(RERUN / "R2-kv-pressure-load-32-blocks.log")]))
+    c = _cross(p, "Running peak of R2-kv-pressure-load-32-blocks.log from 03")
+    assert c.actual == 11
+    assert abs(c.error) <= 0.10
+    r2 = next(s for s in p.servers if s.file.endswith("R2-kv-pressure-load-32-blocks.log"))
+    assert r2.binding == "kv_cache"
+    assert next(f for f in r2.facts.figures if f.key == "kv_cache_tokens").value == 4096
+
+
+def test_rerun_with_more_seats_shows_the_predicted_running():
+    """02's what-if for --max-num-seqs 16 (R3 ran the same load with it): Running 16, still seat-bound."""
+    p = plan(load([str(OVERLOAD), str(RERUN / "R3-overload-load-16-seqs.log")]))
+    c = _cross(p, "Running peak of R3-overload-load-16-seqs.log from 02")
+    assert (c.predicted, c.actual) == (16, 16)
+    r3 = next(s for s in p.servers if s.file.endswith("R3-overload-load-16-seqs.log"))
+    assert r3.binding == "max_num_seqs"
+    # runs two days apart on a shared machine are not pooled for throughput (2-3x apart)
+    assert r3.throughput is not None and r3.throughput.runs == 1

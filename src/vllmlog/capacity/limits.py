@@ -97,7 +97,9 @@ def _window(limit: str, xs: list[Interval], seats: int | None) -> Window:
     elif limit == "kv_cache":
         win.evidence = f"{kk} with {rr} < seats, {ww}" + (f", {pre} preemptions" if pre else "")
     elif limit == "compute":
-        win.evidence = f"{rr}, {ww}, {gen:,.0f} generated tok/s: near the fitted saturation"
+        win.evidence = f"{rr}, {ww}, {gen:,.0f} generated tok/s: near the fitted saturation" + (
+            " (nobody waits: the clients' concurrency sets Running, the device sets each request's speed)"
+            if max(w) == 0 else "")
     elif limit == "headroom":
         win.evidence = f"{rr}, nobody waiting, {gen:,.0f} generated tok/s" + (f", {kk}" if kk else "")
     elif limit == "unknown":

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from .figure import MODEL, Figure
+from .figure import DERIVED, MODEL, Figure
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..state import Interval
@@ -40,6 +40,25 @@ def footprint(load: Load, block_size: int, hit_rate: float = 0.0) -> Footprint |
                   "no prefix blocks shared between requests" if not hit_rate else
                   f"{hit_rate:.0%} of prompt tokens found in the prefix cache"))
     return Footprint(mean, peak, fig)
+
+
+def pressure_footprint(xs: Sequence[Interval], kv_tokens: int | None) -> Footprint | None:
+    """KV tokens per running request while the cache was full and requests waited (usage × capacity ÷ Running,
+    median over those intervals): what requests of this mix really hold when the cache binds — more than the
+    lifetime average, because vLLM preempts the newest requests and the survivors are the longer ones."""
+    if not kv_tokens:
+        return None
+    per = sorted(x.kv * kv_tokens / x.running for x in xs
+                 if x.kv is not None and x.kv >= 0.9 and x.running > 0 and (x.waiting > 0 or x.preemptions))
+    if not per:
+        return None
+    n = len(per)
+    med = per[n // 2] if n % 2 else (per[n // 2 - 1] + per[n // 2]) / 2
+    fig = Figure("kv_tokens_per_request_bound", "KV tokens per request while the cache binds", med, "tokens",
+                 DERIVED, f"KV usage × {kv_tokens:,} tokens ÷ Running, median of {n} intervals with the cache "
+                 "≥ 90 % full and requests waiting",
+                 ("requests of this mix hold as much in a cache of another size when it binds there too",))
+    return Footprint(med, med, fig)
 
 
 def fits(kv_tokens: float | None, fp: Footprint | None) -> float | None:

@@ -11,7 +11,7 @@ from ..numbers import SloTargets, describe
 from .figure import MODEL, Figure
 from .limits import Window, binding, windows
 from .load import Load, busy, measure
-from .model import Footprint, Throughput, fit_throughput, fits, footprint, running
+from .model import Footprint, Throughput, fit_throughput, fits, footprint, pressure_footprint, running
 from .replicas import Replicas, plan as replica_plan
 from .server import Server, facts
 from .whatif import WhatIf, whatifs
@@ -118,11 +118,24 @@ def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None =
     for st in states:
         # runs of the same model on the same device share one step-time model when this run alone shows too few
         # batch sizes (their throughput at a batch size is a property of model × device, not of the flags)
-        peers = [o for o in states if o is not st and o.config.model == st.config.model
-                 and o.config.device == st.config.device and o.config.world_size == st.config.world_size]
+        peers = [o for o in states if o is not st and _peers(o, st)]
         out.servers.append(server_plan(st, slo, target_rate, headroom, _client_for(st, client), peers))
     out.checks = cross_checks(out.servers, states)
     return out
+
+
+#: Runs further apart than this are not assumed to have had the same machine (throughput is a property of model ×
+#: device × what else the machine was doing: the real CPU runs of two days differ 2–3×).
+SESSION_S = 6 * 3600.0
+
+
+def _peers(a: ServiceState, b: ServiceState) -> bool:
+    """Same model, device and world size, started within ``SESSION_S`` of each other."""
+    ca, cb = a.config, b.config
+    if ca.model != cb.model or ca.device != cb.device or ca.world_size != cb.world_size:
+        return False
+    ta, tb = a.lifecycle.start_ts, b.lifecycle.start_ts
+    return ta is None or tb is None or abs((ta - tb).total_seconds()) <= SESSION_S
 
 
 def _client_for(st: ServiceState, client: Sequence[ClientRecord]) -> list[ClientRecord]:
@@ -146,12 +159,18 @@ def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroo
         if pooled is not None and len(pooled.batch_sizes) >= 2:
             tp = pooled
     fp = footprint(ld, s.kv.block_size)
+    pressed = pressure_footprint(xs, s.kv.tokens)
+    model_fp = fp
+    if pressed is not None:
+        fp = pressed
     ws = windows(xs, s.seats, tp)
     bind = binding(ws)
     wi = whatifs(s, ld, fp, tp, bind)
     base = wi[0]
     sc = ServerCapacity(st.file, st.index, s, ld, fp, tp, ws, bind, wi,
                         replica_plan(ld, tp, s.seats, base.fits, slo, target, headroom))
+    if model_fp is not None and model_fp is not fp:
+        sc.model_figures.append(model_fp.figure)
     if fp is not None:
         sc.model_figures.append(fp.figure)
         if base.fits is not None:
@@ -159,7 +178,7 @@ def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroo
                                            f"capacity {s.kv.tokens:,} ÷ {fp.mean:,.0f} tokens per request"))
     if tp is not None:
         sc.model_figures.append(tp.figure())
-    sc.checks = checks(st, s, ld, fp, tp, ws)
+    sc.checks = checks(st, s, ld, model_fp, tp, ws)
     sc.advice = advice(s, ld, wi, bind, tp)
     return sc
 
@@ -180,8 +199,10 @@ def checks(st: ServiceState, s: Server, ld: Load, fp: Footprint | None, tp: Thro
         obs = describe(x.running for x in st.intervals if x.binding == "kv_cache")["p50"]
         if obs:
             pred = running(ld.demand_peak, s.seats, fits(K, fp))
-            out.append(Check("Running while the KV cache binds", pred, obs, "stats lines (median Running of the "
-                             "KV-bound intervals)", f"capacity {K:,} ÷ {fp.mean:,.0f} tokens per request"))
+            out.append(Check("Running while the KV cache binds (lifetime-average model)", pred, obs,
+                             "stats lines (median Running of the KV-bound intervals)",
+                             f"capacity {K:,} ÷ {fp.mean:,.0f} tokens per request; the what-ifs use the footprint "
+                             "measured while the cache binds instead"))
     if ld.kv_per_running and fp is not None:
         unbound = [x for x in busy(st.intervals) if x.kv is not None and x.kv < 0.9 and x.running >= 2]
         if unbound and K:
@@ -210,9 +231,8 @@ def cross_checks(servers: Sequence[ServerCapacity], states: Sequence[ServiceStat
     by_file = {(st.file, st.index): st for st in states}
     for b in servers:
         sb = by_file.get((b.file, b.server))
-        peers = [by_file.get((a.file, a.server)) for a in servers if a is not b
-                 and a.facts.config.model == b.facts.config.model and a.facts.config.device == b.facts.config.device]
-        peers = [p for p in peers if p is not None]
+        peers = [by_file.get((a.file, a.server)) for a in servers if a is not b]
+        peers = [p for p in peers if p is not None and _peers(p, sb)] if sb is not None else []
         if sb is None or not peers:
             continue
         tp = fit_throughput(peers[0].intervals, [p.intervals for p in peers[1:]])
@@ -233,7 +253,8 @@ def cross_checks(servers: Sequence[ServerCapacity], states: Sequence[ServiceStat
                 fa = a.footprint
                 pred = running(b.load.demand_peak, b.facts.seats, fits(b.facts.kv.tokens, fa))
                 changed = _diff(a.facts, b.facts)
-                if changed and pred < b.load.demand_peak:  # a limit, not the offered load, sets Running
+                # a limit sets b's Running, or a's was bound and b is the run with the flag changed
+                if changed and (pred < b.load.demand_peak or a.binding in ("kv_cache", "max_num_seqs")):
                     out.append(Check(f"Running peak of {_name(b)} from {_name(a)}'s model ({changed})", pred,
                                      b.load.running_max, f"{_name(b)}'s stats lines",
                                      f"min(offered {b.load.demand_peak}, seats {b.facts.seats}, "
