@@ -723,24 +723,29 @@ def in_flight(log: Log, before: int, n: int) -> list[str]:
 
 
 def grow_queue(log: Log, from_stats: int, *, running: int, minutes: float = 3.0, step: int = 7,
-               admitted: int = 3) -> Log:
+               admitted: int = 3, waiting: int | None = None, prompt: float | None = None,
+               gen: float | None = None) -> Log:
     """From busy stats line ``from_stats`` on, the queue grows and never drains: every interval Running stays at
     ``running``, Waiting grows by ``step``, throughput as in that line, ``step + admitted`` new requests arrive;
-    the log then ends as it did (its shutdown, if any, moved after the growth)."""
+    the log then ends as it did (its shutdown, if any, moved after the growth). ``waiting`` sets where the
+    queue starts; ``prompt`` / ``gen`` replace the line's throughputs (``step=0, admitted=0, prompt=0``: a
+    queue that sits there, nothing admitted)."""
     t0 = log.times[from_stats]
     assert t0 is not None
     st = log.stats_of(from_stats)
     iv = _interval(log)
     tail_at = log.shutdown_index()
+    w = waiting if waiting is not None else max(st["waiting"], step)
+    tput = {k: v for k, v in (("prompt", prompt), ("gen", gen)) if v is not None}
     lines = log.lines[: from_stats + 1]
-    lines[from_stats] = _set_stats(lines[from_stats], running=running, waiting=max(st["waiting"], step))
-    w = max(st["waiting"], step)
+    lines[from_stats] = _set_stats(lines[from_stats], running=running, waiting=w, **tput)
     k = 1
     while iv * k <= timedelta(minutes=minutes):
         t = t0 + iv * k
         lines += arrivals(log, t - iv / 2, step + admitted, f"q{k}")
         w += step
-        lines.append(_restamp(_set_stats(log.lines[from_stats], running=running, waiting=w), lambda _: t, log.year, t0))
+        lines.append(_restamp(_set_stats(log.lines[from_stats], running=running, waiting=w, **tput), lambda _: t,
+                              log.year, t0))
         k += 1
     if tail_at < len(log.lines):
         t_end = t0 + iv * (k - 1) + timedelta(seconds=2)

@@ -299,3 +299,19 @@ def test_throughput_collapse_at_same_load_is_slow(factor: float, tmp_path: Path)
     top = open_incidents(dg)[0]
     assert (top.impact, top.category) == ("slow", "slow_throughput"), (top.impact, top.category)
     assert check(dg, "speed steady") == "failed"
+
+
+# ==== a queue that sits there for an hour, nothing admitted ======================================================
+
+@pytest.mark.parametrize("base", ["T1-traced", "46-v0-burst"])
+def test_hour_of_waiting_with_nothing_admitted(base: str, tmp_path: Path) -> None:
+    """From the first busy interval on, one request decodes at 5 tokens/s while 12 wait, for an hour, prompt
+    throughput 0 (head-of-line blocking, incident 19's pattern): not healthy — a stall or a queue."""
+    _healthy(base)
+    log = base_log(base)
+    dg = diagnose(M.grow_queue(log, log.active_stats()[0], running=1, waiting=12, step=0, admitted=0, minutes=60,
+                               prompt=0.0, gen=5.0), tmp_path)
+    assert dg.verdict.status != "healthy", dg.verdict.label
+    top = open_incidents(dg)[0]
+    assert top.impact in ("stalled", "queueing"), (top.impact, top.category, top.headline)
+    assert top.category in ("engine_hang", "queue_backlog"), (top.impact, top.category)
