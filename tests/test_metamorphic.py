@@ -12,6 +12,9 @@ have written it (tests/metamorphic.py), and checks that ``run_diagnosis`` says t
   status and the top incident's category and impact are the same.
 
 A relation the current code breaks is kept as ``xfail(strict=True)`` whose reason names the mechanism.
+
+The bases are read from tests/data/corpus, the repository's copy of ../shared/corpus (no second copy under
+tests/data): every transformed log is written to the test's tmp_path.
 """
 
 from __future__ import annotations

@@ -315,3 +315,38 @@ def test_hour_of_waiting_with_nothing_admitted(base: str, tmp_path: Path) -> Non
     top = open_incidents(dg)[0]
     assert top.impact in ("stalled", "queueing"), (top.impact, top.category, top.headline)
     assert top.category in ("engine_hang", "queue_backlog"), (top.impact, top.category)
+
+
+# ==== what the judges read: `vllmlog diagnose --json LOG --year 2026` ===========================================
+
+def _never_ready(base: str) -> M.Log:
+    log = base_log(base)
+    donor = M.Log.read(Path(__file__).parent / "data/corpus/vllm-cpu/06a-startup-fail-default-cpu-memory-utilization.log")
+    return M.graft(log, log.find("utils.cpp:68] Warning: NUMA binding") + 1, donor, donor.find("WorkerProc failed to start."))
+
+
+CLI_FAULTS = {  # fault → (the log, its category, the statuses it may have)
+    "stall": (lambda: _stall("T1-traced", zero_line=True), "engine_hang", ("failing", "down")),
+    "never-ready": (lambda: _never_ready("T1-traced"), "startup_oom", ("down",)),
+    "engine-death": (lambda: _death("01-light"), "engine_dead", ("failing", "down")),
+    "queue-grows": (FAULTS["queue-grows"], "queue_backlog", ("degraded", "failing", "down")),
+    "v0-preemption": (FAULTS["v0-preemption"], "kv_cache_pressure_preemption", ("degraded", "failing", "down")),
+}
+
+
+@pytest.mark.parametrize("fault", list(CLI_FAULTS))
+def test_cli_json_names_the_fault_first(fault: str, tmp_path: Path, capsys) -> None:
+    """The CLI's JSON: exit 1, the verdict, and both the first incident and the first finding at warning or above
+    carry the fault's category (top-1 as issue 12 scores it)."""
+    import json
+
+    from vllmlog.cli import main
+
+    make, category, statuses = CLI_FAULTS[fault]
+    path = make().write(tmp_path / f"{fault}.log")
+    rc = main(["diagnose", "--json", path, "--year", str(M.YEAR)])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 1 and doc["verdict"]["status"] in statuses, doc["verdict"]["label"]
+    assert doc["incidents"][0]["category"] == category
+    first = next(f for f in doc["findings"] if f["severity"] in ("warning", "error", "critical"))
+    assert first["category"] == category, (first["code"], first["category"])
