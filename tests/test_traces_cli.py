@@ -87,3 +87,29 @@ def test_missing_trace_file_is_a_one_line_error(capsys) -> None:
     rc = main(["requests", "--json", str(T1[0]), "--traces", "/nonexistent/t.jsonl"])
     err = capsys.readouterr().err
     assert rc == 2 and "no such file" in err
+
+
+def test_requests_client_vs_server(capsys, monkeypatch) -> None:
+    """`requests --client`: the client's own TTFT/e2e beside the traced server numbers, and client − server."""
+    log, traces, truth = T1
+    rows = {_log_id(r): r for r in csv.DictReader((TRACED / truth[0]).open())}
+    argv = ["requests", str(log), "--traces", str(traces), "--client", str(TRACED / truth[0]), "--year", "2026"]
+    doc = _json(capsys, argv[:1] + ["--json"] + argv[1:])
+    assert len(doc) == 60
+    for d in doc:
+        t = rows[d["request_id"]]
+        assert d["client_e2e_s"] == float(t["latency_s"])
+        assert d["client_overhead_e2e_s"] == float(t["latency_s"]) - d["e2e_s"]
+        assert d["sources"]["client_overhead_e2e_s"] == "derived" and d["sources"]["e2e_s"] == "traced"
+        if t["ttft_s"]:
+            assert d["client_overhead_ttft_s"] == float(t["ttft_s"]) - d["ttft_s"]
+        else:
+            assert d["client_overhead_ttft_s"] is None and "client_overhead_ttft_s" not in d["sources"]
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "Δ = client − server" in out[0]
+    head = out[1].split()
+    assert head[:8] == ["request", "status", "arrival", "e2e", "client", "e2e", "Δ", "e2e"]
+    first = next(x for x in out if x.startswith("cmpl-client-0000-"))
+    assert "+104ms" in first.split() and "+102ms" in first.split()  # the first request: 0.10 s in the frontend

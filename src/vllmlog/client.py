@@ -291,7 +291,9 @@ def compare(records: Sequence[ClientRecord], journeys: Iterable[Journey], offset
                 else:
                     d = c - s
                     over[m].append(d)
+                    j.sources[f"client_overhead_{m}"] = "derived"  # client − the server's measured number
             row[f"overhead_{m}"] = d
+            setattr(j, f"client_overhead_{m}", d)
         rows.append(row)
     tool = records[0].tool if records else None
     return {

@@ -55,7 +55,7 @@ COLUMNS = (
     "last_token_ts", "finish_ts", "queue_s", "prefill_s", "ttft_s", "decode_s", "tpot_s", "e2e_s",
     "prompt_tokens", "output_tokens", "max_tokens", "blocks", "decode_steps", "preemptions",
     "queue_wait_exceeded", "ts_resolution_s", "first_line", "last_line", "inference_s", "trace_id", "seen_in",
-    "client_ttft_s", "client_e2e_s", "sources",
+    "client_ttft_s", "client_e2e_s", "client_overhead_ttft_s", "client_overhead_e2e_s", "sources",
 )
 TS_COLUMNS = ("arrival_ts", "scheduled_ts", "prefill_start_ts", "prefill_end_ts", "first_token_ts",
               "last_token_ts", "finish_ts")
@@ -134,6 +134,11 @@ class Journey:
     """TTFT as the client measured it (``--client``: vllm bench serve / GuideLLM results)."""
     client_e2e_s: float | None = None
     """End-to-end latency as the client measured it."""
+    client_overhead_ttft_s: float | None = None
+    """Client − server TTFT (frontend, network, anything before the engine); None when the server's TTFT was
+    estimated (1-second timestamps) or either side is missing. Source ``derived``."""
+    client_overhead_e2e_s: float | None = None
+    """Client − server e2e latency (same rules)."""
     # working state (not exported)
     ended: bool = False
     reached_engine: bool = False

@@ -181,13 +181,17 @@ _FAILED = frozenset({"engine_start_failed", "engine_start_timeout", "engine_fata
 _KV_FAILED = frozenset({"kv_cache_insufficient", "kv_cache_no_memory", "max_model_len_too_large"})
 
 
+#: Longest stated duration believed (a week): beyond it a number is garbage, not a start-up.
+MAX_STATED_S = 7 * 86400.0
+
+
 def _secs(v: Any) -> float | None:
-    if isinstance(v, (int, float)):
-        return float(v)
+    """A stated duration in seconds, or None when it is not a sane one (negative, NaN, inf, absurdly long)."""
     try:
-        return float(str(v).split()[0].rstrip("s"))
-    except (ValueError, IndexError):
+        x = float(v) if isinstance(v, (int, float)) else float(str(v).split()[0].rstrip("s"))
+    except (ValueError, IndexError, OverflowError):
         return None
+    return x if 0.0 <= x <= MAX_STATED_S else None
 
 
 def _line(e: Event) -> str:
@@ -504,7 +508,10 @@ def startups(run: Run) -> list[Startup]:
     views = _views(run) if srvs else []
     out: dict[int, Startup] = {}
     for i, s in enumerate(srvs):
-        st = _server_startup(s, i, views[i].events, views[i].ready_line)
+        try:
+            st = _server_startup(s, i, views[i].events, views[i].ready_line)
+        except (OverflowError, ValueError):  # a date arithmetic past year 9999: no waterfall for that start
+            st = None
         if st is not None:
             out[i] = st
     lone: list[Startup] = []

@@ -280,6 +280,9 @@ def _table_format(fmt: str | None, json_out: bool, csv_out: bool, output: str | 
 
 #: Columns of the human requests table, least important last (dropped first when the terminal is narrow).
 _REQ_COLS = ("request", "status", "arrival", "e2e", "TTFT", "queue", "TPOT", "out", "in", "HTTP")
+#: With ``--client``: the client's own e2e/TTFT and the difference (frontend, network, queue before the engine).
+_REQ_COLS_CLIENT = ("request", "status", "arrival", "e2e", "client e2e", "Δ e2e", "TTFT", "client TTFT", "Δ TTFT",
+                    "queue", "TPOT", "out", "in", "HTTP")
 
 
 def requests_table(js: list[Journey], width: int) -> Table:
@@ -298,6 +301,10 @@ def requests_table(js: list[Journey], width: int) -> Table:
             return mark + fmt_duration(v, j.ts_resolution_s if est else None).replace("< ", "<")
         return f"{mark}{v}"
 
+    def signed(v: float | None) -> str:  # client − server: + the client waited longer
+        return "–" if v is None else ("+" if v >= 0 else "−") + fmt_duration(abs(v))
+
+    has_client = any(j.client_ttft_s is not None or j.client_e2e_s is not None for j in js)
     rows = []
     for j in js:
         st = j.status + ("~" if j.sources.get("status") == "estimated" else "")
@@ -305,14 +312,19 @@ def requests_table(js: list[Journey], width: int) -> Table:
             if j.arrival_ts else "–"
         rows.append({"request": j.request_id, "status": st, "arrival": arr, "queue": n(j, "queue_s"),
                      "TTFT": n(j, "ttft_s"), "TPOT": n(j, "tpot_s"), "e2e": n(j, "e2e_s"), "in": n(j, "prompt_tokens"),
-                     "out": n(j, "output_tokens"), "HTTP": n(j, "http_status")})
-    cols = list(_REQ_COLS)
+                     "out": n(j, "output_tokens"), "HTTP": n(j, "http_status"),
+                     "client e2e": fmt_duration(j.client_e2e_s), "Δ e2e": signed(j.client_overhead_e2e_s),
+                     "client TTFT": fmt_duration(j.client_ttft_s), "Δ TTFT": signed(j.client_overhead_ttft_s)})
+    order = _REQ_COLS_CLIENT if has_client else _REQ_COLS
+    cols = list(order)
     need = {c: max([len(c)] + [len(r[c]) for r in rows]) for c in cols}
     while len(cols) > 3 and sum(need[c] + 2 for c in cols) > width:
         cols.pop()
     day = f" on {next(iter(days))}" if len(days) == 1 else ""
-    dropped = [c for c in _REQ_COLS if c not in cols]
+    dropped = [c for c in order if c not in cols]
     title = f"{len(js):,} requests{day}" + (f" (narrow terminal: {', '.join(dropped)} left out; --csv has all)" if dropped else "")
+    if has_client:
+        title += " · client = the load generator's own measurement, Δ = client − server"
     t = Table(title=title, box=None, show_edge=False, pad_edge=False, padding=(0, 1), header_style="bold",
               title_justify="left")
     for c in cols:

@@ -39,6 +39,7 @@ from ..redact import Redactor
 from ..textview import (basis_text, fmt_duration, latency_cell, plural, preemptions_text, rate_text, ratio_text,
                         resolution_text, span_text, unmeasured_lines, waiting_text)
 from .charts import MAX_POINTS, OK_STATUSES, _nice_step, build_charts, incident_windows, time_range
+from .html_startup import client_section, startup_section
 
 MAX_REQUEST_ROWS = 2000
 """Rows of the requests table (the worst first when a log has more)."""
@@ -604,13 +605,15 @@ def render_report(
     body = "".join([
         _header(a, redactor, title),
         "<nav><a href='#summary'>summary</a><a href='#incidents'>incidents</a><a href='#findings'>findings</a><a href='#timeline'>timeline</a>"
-        "<a href='#charts'>charts</a><a href='#latency'>latency</a><a href='#waterfall'>slowest requests</a>"
+        "<a href='#startup'>start-up</a><a href='#charts'>charts</a><a href='#latency'>latency</a><a href='#waterfall'>slowest requests</a>"
+        + ("<a href='#client'>client vs server</a>" if a.run.client else "") +
         "<a href='#requests'>requests</a><a href='#problems'>warnings/errors</a><a href='#unknown'>unknown lines</a></nav>",
         "<main>",
         _incidents(a, redactor),
         _findings(a, redactor),
         _red_use(a, redactor),
         _timeline(a, redactor),
+        startup_section(a, redactor),
         "<section id='charts'><h2>Over time</h2>"
         + (_windows_list(windows, redactor) if has_time else "")
         + _chart_divs(charts["over_time"], none=over_none)
@@ -621,6 +624,7 @@ def render_report(
         "<section id='latency'><h2>Latency distributions</h2><div class='grid3'>"
         + _chart_divs(charts["distributions"], "chart small", none="No request latencies in this log.") + "</div></section>",
         "<section id='waterfall'><h2>Slowest requests</h2>" + _gantt(a, redactor) + "</section>",
+        client_section(a, redactor),
         _requests(a, redactor, max_request_rows),
         _grouped_problems(a, redactor),
         _unknown(a, redactor),

@@ -30,7 +30,7 @@ FLAT_COLUMNS = tuple(c for c in COLUMNS if c != "sources") + tuple(f"{c}_source"
 _INT = ("server", "attempt", "http_status", "prompt_tokens", "output_tokens", "max_tokens", "blocks", "decode_steps",
         "preemptions", "first_line", "last_line")
 _FLOAT = ("queue_s", "prefill_s", "ttft_s", "decode_s", "tpot_s", "e2e_s", "ts_resolution_s", "inference_s",
-          "client_ttft_s", "client_e2e_s")
+          "client_ttft_s", "client_e2e_s", "client_overhead_ttft_s", "client_overhead_e2e_s")
 
 STATS_COLUMNS = ("ts", "file", "server", "engine", "line", "running", "waiting", "swapped", "kv_cache_usage",
                  "prompt_throughput", "generation_throughput", "prefix_cache_hit_rate", "preemptions", "source_kind")
