@@ -84,6 +84,14 @@ def simulate_cmd(
     follow: bool = typer.Option(False, "--follow", help="Write lines in real time, paced by their simulated timestamps."),
     speed: float = typer.Option(1.0, "--speed", help="With --follow: simulated seconds per real second."),
     list_: bool = typer.Option(False, "--list", help="List scenarios and formats, then exit."),
+    replicas: Optional[int] = typer.Option(None, "--replicas", help="A fleet: N replicas' logs into the directory -o "
+                                           "(replica-NN.log + truth.json), healthy unless --bad/--fleet-event/--skew."),
+    bad: Optional[List[str]] = typer.Option(None, "--bad", help="With --replicas: I:SCENARIO or I:FAULT[@TIME] makes "
+                                            "replica I alone unhealthy (e.g. 3:engine-crash, 5:slow-decode). Repeatable."),
+    fleet_event: OptStr = typer.Option(None, "--fleet-event", help="With --replicas: a scenario or fault on the first "
+                                       "half of the replicas at once (SPEC or SPEC,SHARE: overload, engine_death@2m,0.75)."),
+    skew: Optional[List[str]] = typer.Option(None, "--skew", help="With --replicas: I:FACTOR multiplies replica I's "
+                                             "arrival rate (router imbalance: 3 hot, 0.2 cold). Repeatable."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
 ) -> None:
     """Simulate a vLLM server and write its log: realistic lines, deterministic per seed, with ground truth."""
@@ -91,6 +99,9 @@ def simulate_cmd(
 
     if list_:
         _list_scenarios()
+        return
+    if replicas is not None or bad or fleet_event or skew:
+        _fleet(replicas, bad, fleet_event, skew, fmt, seed, duration, rate, start, output, quiet)
         return
     if speed <= 0:
         raise ConfigError("--speed must be positive")
@@ -134,3 +145,50 @@ def simulate_cmd(
             + (f"; truth → {truth}" if truth else ""),
             highlight=False,
         )
+
+
+def _fleet(replicas: Optional[int], bad: Optional[List[str]], event: Optional[str], skew: Optional[List[str]], fmt: str,
+           seed: int, duration: Optional[str], rate: Optional[float], start: Optional[str], output: Optional[str],
+           quiet: bool) -> None:
+    """`simulate --replicas N -o DIR`: a simulated fleet (``vllmlog.fleet.simfleet``)."""
+    from ..fleet.simfleet import FleetSpec, write_sim_fleet
+
+    if replicas is None:
+        raise ConfigError("--bad, --fleet-event and --skew need --replicas N")
+    if not output or output == "-":
+        raise ConfigError("--replicas writes a directory", hint="add -o DIR")
+
+    def pairs(items: Optional[List[str]], what: str) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for it in items or []:
+            i, sep, v = it.partition(":")
+            if not sep or not i.strip().isdigit() or not v.strip():
+                raise ConfigError(f"bad {what} {it!r}", hint=f"use INDEX:VALUE, e.g. 3:{'engine-crash' if what == '--bad' else '3'}")
+            out[int(i)] = v.strip()
+        return out
+
+    share = 0.5
+    if event and "," in event:
+        event, _, sh = event.rpartition(",")
+        try:
+            share = float(sh)
+        except ValueError:
+            raise ConfigError(f"bad share in --fleet-event {sh!r}", hint="a number in (0, 1], e.g. overload,0.75") from None
+        if not 0 < share <= 1:
+            raise ConfigError("the --fleet-event share must be in (0, 1]")
+    try:
+        skews = {i: float(v) for i, v in pairs(skew, "--skew").items()}
+    except ValueError:
+        raise ConfigError("--skew factors must be numbers", hint="e.g. --skew 2:3") from None
+    try:
+        start_dt = datetime.fromisoformat(start) if start else None
+    except ValueError as exc:
+        raise ConfigError(f"invalid --start {start!r}", hint="use ISO 8601, e.g. 2026-11-30T10:00:00") from exc
+    spec = FleetSpec(replicas=replicas, fmt=fmt, seed=seed, duration_s=parse_duration(duration) if duration else None,
+                     rate=rate, start=start_dt, bad=pairs(bad, "--bad"), event=event, event_share=share, skew=skews)
+    truth = write_sim_fleet(spec, output, parse_fault)
+    if not quiet:
+        kinds = [r["truth"] for r in truth["replicas"].values()]
+        stderr.print(f"[dim]{len(kinds)} replicas → {output}/ ({kinds.count('bad')} bad, "
+                     f"{kinds.count('fleet-wide')} in the fleet-wide event, {len(truth['skewed'])} skewed); "
+                     f"truth: {output}/truth.json[/]")

@@ -67,6 +67,42 @@ def _surge(merged: dict[str, Any], onset: float, span_s: float) -> dict[str, Any
     return {"before_per_s": b, "after_per_s": a, "ratio": (a / b) if b else None, "span_s": k * step}
 
 
+def _local_ids(grp: list[tuple[float, str, dict[str, Any]]], by_name: dict[str, dict[str, Any]], kind: str) -> set:
+    """(replica, local incident id) of the incidents a cluster's symptoms belong to."""
+    out = set()
+    for t, rep, _ in grp:
+        for i in by_name[rep]["incidents"]:
+            if kind in (i.get("symptoms") or []) or i["impact"] == kind:
+                out.add((rep, i["id"]))
+    return out
+
+
+def _merge_related(clusters: list[tuple[str, list[Any]]], by_name: dict[str, dict[str, Any]]
+                   ) -> list[tuple[str, list[Any], list[str]]]:
+    """Clusters whose symptoms belong to the same local incidents (a death and the failures it caused, a queue and
+    the aborts that followed) are one fleet-wide incident, headed by the worst symptom kind."""
+    from ..symptoms.base import IMPACT
+
+    order = sorted(range(len(clusters)), key=lambda i: (-IMPACT.get(clusters[i][0], 0), clusters[i][1][0][0]))
+    ids = [_local_ids(c[1], by_name, c[0]) for c in clusters]
+    taken: set[int] = set()
+    out = []
+    for i in order:
+        if i in taken:
+            continue
+        taken.add(i)
+        kind, grp = clusters[i]
+        followers = []
+        for j in order:
+            if j in taken or not ids[i] or not ids[j]:
+                continue
+            if len(ids[i] & ids[j]) * 2 >= min(len(ids[i]), len(ids[j])):
+                taken.add(j)
+                followers.append(clusters[j][0])
+        out.append((kind, grp, followers))
+    return out
+
+
 def fleet_incidents(results: Sequence[dict[str, Any]], merged: dict[str, Any], *, window_s: float = 300.0,
                     min_share: float = 0.25) -> list[dict[str, Any]]:
     """Fleet-wide incidents, worst first, each with its member replicas and an upstream hypothesis."""
@@ -80,7 +116,7 @@ def fleet_incidents(results: Sequence[dict[str, Any]], merged: dict[str, Any], *
             if s.get("onset_s") is None:
                 continue
             by_kind.setdefault(s["kind"], []).append((s["onset_s"], r["replica"], s))
-    clusters: list[tuple[str, list[tuple[float, str, dict[str, Any]]]]] = []
+    clusters: list[tuple[str, list[Any]]] = []
     for kind, items in by_kind.items():
         items.sort(key=lambda t: (t[0], t[1]))
         i = 0
@@ -94,9 +130,10 @@ def fleet_incidents(results: Sequence[dict[str, Any]], merged: dict[str, Any], *
                 i = j + 1
             else:
                 i += 1
+    clusters = _merge_related(clusters, {r["replica"]: r for r in results})
     out = []
     by_name = {r["replica"]: r for r in results}
-    for kind, grp in clusters:
+    for kind, grp, followers in clusters:
         first: dict[str, tuple[float, dict[str, Any]]] = {}
         for t, rep, s in grp:
             if rep not in first:
@@ -132,7 +169,9 @@ def fleet_incidents(results: Sequence[dict[str, Any]], merged: dict[str, Any], *
             "onset": _iso(onsets[0]), "end": _iso(max(ends)) if ends else None, "onset_spread_s": spread,
             "upstream_hypothesis": hyp, "confidence": conf, "evidence": evidence,
             "common_cause": (causes.most_common(1)[0][0] if causes else None), "load": surge,
-            "headline": f"{kind} on {len(first)} of {n} replicas within {max(spread, 1.0):.0f} s",
+            "headline": f"{kind} on {len(first)} of {n} replicas within {max(spread, 1.0):.0f} s"
+                        + (f", then {', '.join(followers)}" if followers else ""),
+            "followed_by": followers,
             "replicas": members,
         })
     out.sort(key=lambda f: (-_SEV.get(f["severity"], 0), -f["replicas_affected"], f["onset"] or "", f["kind"]))

@@ -227,6 +227,7 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
 
         rows = write_rows(name, run.journeys, rows_dir)
     return {
+        "decode_speed": decode_speed(run),
         "lines": run.parse_stats.lines,
         "events": run.parse_stats.events,
         "levels": dict(sorted(run.levels.items())),
@@ -247,6 +248,18 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
         "rows": rows,
         "report": report,
     }
+
+
+def decode_speed(run: Any) -> dict[str, Any]:
+    """Generation tokens/s per running request, over the stats lines with Running > 0 (median): how fast one
+    sequence decodes, comparable between replicas whatever their load (a slow GPU, a bad flag shows here even
+    when no per-request latency is logged). ``derived`` from vLLM's own stats lines."""
+    from ..numbers import percentile
+
+    xs = sorted(s.generation_throughput / s.running for s in run.series.stats
+                if s.source_kind == "engine_stats" and s.running and s.generation_throughput is not None)
+    return {"tokens_per_s_per_seq_p50": percentile(xs, 50) if xs else None, "samples": len(xs),
+            "basis": "derived: generation throughput ÷ Running, stats lines with Running > 0"}
 
 
 def _replica_report(run: Any, numbers: dict[str, Any], ru: dict[str, Any], dg: Any, reports_dir: str, name: str,

@@ -4,7 +4,7 @@ Outliers use a robust score — distance from the peers' median in units of the 
 (MAD × 1.4826 ≈ σ for normal data) — and a material difference, so identical healthy replicas (MAD 0) are
 never flagged for a rounding difference: a replica is an outlier on a metric when its score is ≥ ``Z`` *and* it
 is worse than the median by at least the metric's ``min_abs`` (and, for latencies, ``min_ratio`` × the median).
-Only the bad direction counts (a faster replica is not a problem). Latencies are compared only between
+Only the bad direction counts (a faster replica is not a problem; for decode speed, slower is worse). Latencies are compared only between
 replicas whose distributions have the same basis (measured with measured).
 
 Imbalance compares requests per replica over the time all replicas were up (the grid buckets inside every
@@ -13,13 +13,15 @@ replica's time range), falling back to each replica's whole arrival rate when th
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from ..numbers import percentile
 
 Z = 3.5
-#: metric → (row key, basis key or None, min_abs, min_ratio, what it means)
+#: metric → (row key, basis key or None, min_abs, min_ratio, what it means); a worse value is higher, except in LOW
 METRICS: dict[str, tuple[str, str | None, float, float, str]] = {
+    "decode_speed": ("decode_tok_s_per_seq", None, 2.0, 2.0, "generation tokens/s per running request"),
     "ttft_p50": ("ttft_p50_s", "ttft_basis", 0.05, 2.0, "median time to first token"),
     "ttft_p99": ("ttft_p99_s", "ttft_basis", 0.1, 2.0, "p99 time to first token"),
     "e2e_p50": ("e2e_p50_s", "e2e_basis", 0.1, 2.0, "median end-to-end latency"),
@@ -28,6 +30,8 @@ METRICS: dict[str, tuple[str, str | None, float, float, str]] = {
     "abort_rate": ("abort_rate", None, 0.10, 0.0, "aborted ÷ finished requests"),
     "kv_mean": ("kv_mean", None, 0.25, 0.0, "mean KV-cache usage"),
 }
+#: Metrics where lower is worse.
+LOW = frozenset({"decode_speed"})
 #: Imbalance: a replica is hot / cold when its requests are ≥ HOT × / ≤ COLD × the peers' median.
 HOT, COLD = 1.5, 0.5
 #: …and only when the median replica saw at least this many requests in the common window.
@@ -51,13 +55,25 @@ def outliers(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         for basis, grp in groups.items():
             if len(grp) < 3:
                 continue
+            low = metric in LOW
+            if low:  # a speed: compared as ratios (log scale), so a bimodal fleet's spread does not hide a 5× drop
+                grp = [r for r in grp if r[key] > 0]
+                if len(grp) < 3:
+                    continue
             xs = [float(r[key]) for r in grp]
             med = _median(xs)
-            mad = _median([abs(x - med) for x in xs])
-            scale = max(1.4826 * mad, min_abs / 2)
+            if low:
+                ls = [math.log(x) for x in xs]
+                lmed = _median(ls)
+                lscale = max(1.4826 * _median([abs(v - lmed) for v in ls]), math.log(min_ratio) / 2)
+            else:
+                scale = max(1.4826 * _median([abs(x - med) for x in xs]), min_abs / 2)
             for r, x in zip(grp, xs):
-                z = (x - med) / scale
-                if z < Z or x - med < min_abs or (min_ratio and med > 0 and x < min_ratio * med):
+                worse = (med - x) if low else (x - med)
+                z = (lmed - math.log(x)) / lscale if low else worse / scale
+                if z < Z or worse < min_abs:
+                    continue
+                if min_ratio and med > 0 and (x * min_ratio > med if low else x < min_ratio * med):
                     continue
                 peers = [y for rr, y in zip(grp, xs) if rr is not r]
                 out.append({"replica": r["replica"], "metric": metric, "what": what, "value": x,

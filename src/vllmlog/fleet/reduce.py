@@ -60,6 +60,8 @@ def replica_row(r: dict[str, Any]) -> dict[str, Any]:
         "waiting_max": use["waiting"].get("max"), "running_max": use["running"].get("max"),
         "gen_tokens_per_s": use["generation_throughput"].get("mean"),
         "preemptions": use["preemptions"], "restarts": r["restarts"],
+        "decode_tok_s_per_seq": (r.get("decode_speed") or {}).get("tokens_per_s_per_seq_p50")
+        if (r.get("decode_speed") or {}).get("samples", 0) >= 3 else None,
         "incidents": len(r["incidents"]),
         "worst_incident": ({"id": worst["id"], "severity": worst["severity"], "impact": worst["impact"],
                             "headline": worst["headline"], "onset": worst["onset"]} if worst else None),
@@ -166,7 +168,7 @@ def _median(xs: Sequence[float]) -> float | None:
     return percentile(sorted(xs), 50) if xs else None
 
 
-def _verdict(rows: list[dict[str, Any]], incidents: list[dict[str, Any]]) -> dict[str, Any]:
+def _verdict(rows: list[dict[str, Any]], incidents: list[dict[str, Any]], suspects: set[str]) -> dict[str, Any]:
     n = len(rows)
     counts: dict[str, int] = {}
     for r in rows:
@@ -177,14 +179,19 @@ def _verdict(rows: list[dict[str, Any]], incidents: list[dict[str, Any]]) -> dic
         status = "down"
     elif any(i["severity"] in ("critical", "error") for i in incidents) or (n and 2 * (down + counts.get("failing", 0)) >= n):
         status = "failing"
-    elif bad or incidents:
+    elif bad or incidents or suspects:
         status = "degraded"
     elif any(r["status"] in ("incomplete", "unknown") for r in rows):
         status = "incomplete"
     else:
         status = "healthy"
     parts = [f"{len(bad)} of {n} replicas unhealthy" if bad else f"all {n} replicas healthy" if status == "healthy"
-             else f"{n - len(bad)} of {n} replicas without incidents"]
+             else f"no replica with an incident of its own ({n})" if status == "degraded" else
+             f"{n - len(bad)} of {n} replicas without incidents"]
+    odd = sorted(suspects - {r["replica"] for r in bad})
+    if odd:
+        parts.append(f"{len(odd)} otherwise healthy replica{'s' if len(odd) != 1 else ''} far worse than its peers "
+                     f"({', '.join(odd[:5])})")
     if incidents:
         parts.append(f"{len(incidents)} fleet-wide incident{'s' if len(incidents) != 1 else ''}")
     return {"status": status, "label": status.upper(), "headline": "; ".join(parts),
@@ -211,7 +218,9 @@ def reduce_fleet(results: Sequence[dict[str, Any]], *, rows_dir: str | None = No
         by_name[name]["load"] = "hot"
     for name in imb.get("cold", []):
         by_name[name]["load"] = "cold"
-    rows.sort(key=lambda r: (HEALTH.index(r["status"]) if r["status"] in HEALTH else 5,
+    suspects = {o["replica"] for o in outs}
+    rows.sort(key=lambda r: (HEALTH.index(r["status"]) - (0.5 if r["replica"] in suspects else 0)
+                             if r["status"] in HEALTH else 5,
                              -(_SEV.get((r.get("worst_incident") or {}).get("severity"), -1)),
                              -(r.get("error_rate") or 0.0), -(r.get("ttft_p99_s") or 0.0), r["replica"]))
     starts = [r["time_range"]["start"] for r in ok if r["time_range"]["start"]]
@@ -219,7 +228,7 @@ def reduce_fleet(results: Sequence[dict[str, Any]], *, rows_dir: str | None = No
     incomplete = [r["replica"] for r in results if r.get("error") or not r["coverage"].get("complete", True)]
     return {
         "schema": SCHEMA,
-        "verdict": _verdict(rows, fws),
+        "verdict": _verdict(rows, fws, suspects),
         "replicas_total": len(results),
         "replicas_read": len(ok),
         "time_range": {"start": min(starts) if starts else None, "end": max(ends) if ends else None},
