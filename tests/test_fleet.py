@@ -365,3 +365,56 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
     (tmp_path / "junk.log").write_bytes(bytes(range(256)) * 16)
     p = _cli("fleet", str(tmp_path / "junk.log"), cwd=str(tmp_path))
     assert p.returncode == 2 and "no replica readable" in p.stderr
+
+
+# --------------------------------------------------------------------------- other readers of the same data
+
+def test_rows_agree_with_duckdb(measured) -> None:
+    """The Parquet rows are plain data: DuckDB's own quantile over them gives the fleet's percentiles."""
+    duckdb = pytest.importorskip("duckdb")
+    _, fa = measured
+    glob = str(Path(fa.out_dir) / "rows" / "*.parquet")
+    lat = fa.report["red"]["latency"]
+    for m in ("ttft_s", "e2e_s", "tpot_s"):
+        n, p50, p99 = duckdb.execute(f"SELECT count(*), quantile_cont({m}, 0.5), quantile_cont({m}, 0.99) "
+                                 f"FROM read_parquet('{glob}') WHERE {m}_basis = 'measured'").fetchone()
+        assert n == lat[m]["count"]
+        assert p50 == pytest.approx(lat[m]["p50"], rel=1e-12) and p99 == pytest.approx(lat[m]["p99"], rel=1e-12)
+
+
+def test_fsspec_urls_read_by_the_workers(tmp_path: Path) -> None:
+    """``file://`` URLs (any fsspec filesystem: s3://, gs://) are listed through fsspec and opened by the workers;
+    the result is the local paths' result."""
+    pytest.importorskip("fsspec")
+    synth.write_fleet(synth.one_bad(LIGHT, DEAD, n=3), str(tmp_path / "logs"))
+    a = analyze_fleet([str(tmp_path / "logs")], workers=2, out_dir=str(tmp_path / "o1"))
+    b = analyze_fleet([(tmp_path / "logs").as_uri() + "/"], workers=2, out_dir=str(tmp_path / "o2"))
+    assert b.ignored == [(tmp_path / "logs" / "truth.json").as_uri()]
+    assert [r["files"] for r in b.replicas] == [[(tmp_path / "logs" / f"replica-0{i}.log").as_uri()] for i in range(3)]
+    url, local = (tmp_path / "logs").as_uri(), str(tmp_path / "logs")
+    for x, y in zip(a.replicas, b.replicas):
+        assert y["error"] is None
+        for k in ("red_use", "incidents", "symptoms", "verdict", "grid"):  # the same, but for naming the file by URL
+            assert json.dumps(y[k]).replace(url, local) == json.dumps(x[k]), k
+    assert a.report["verdict"] == b.report["verdict"]
+
+
+def test_traces_join_the_replica_they_are_named_after(tmp_path: Path) -> None:
+    from vllmlog.analyze import analyze
+    from vllmlog.errors import InputError
+
+    d = Path(__file__).parent / "data" / "corpus" / "vllm-cpu-traced"
+    logs = [str(d / "T1-traced-light.log"), str(d / "T2-traced-overload-aborts.log")]
+    fa = analyze_fleet(logs, traces=[str(d)], workers=0, out_dir=str(tmp_path))
+    by = {r["replica"]: r for r in fa.replicas}
+    assert [Path(p).name for p in by["T1-traced-light"]["traces_files"]] == ["T1-traced-light-traces.otlp.jsonl"]
+    one = analyze([logs[0]], traces=[str(d / "T1-traced-light-traces.otlp.jsonl")])
+    assert by["T1-traced-light"]["red_use"]["durations"]["ttft_s"] == one.red_use["durations"]["ttft_s"]
+    assert one.red_use["durations"]["ttft_s"]["basis"] == "measured"
+    lat = fa.report["red"]["latency"]["ttft_s"]
+    assert lat["basis"] == "measured" and lat["count"] == sum(
+        r["red_use"]["durations"]["ttft_s"]["count"] for r in fa.replicas)
+    stray = tmp_path / "nobody-traces.otlp.jsonl"
+    stray.write_text("")
+    with pytest.raises(InputError, match="names no replica"):
+        analyze_fleet(logs, traces=[str(stray)], workers=0, out_dir=str(tmp_path / "x"))

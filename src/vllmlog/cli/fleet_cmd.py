@@ -50,6 +50,9 @@ def fleet_cmd(
     top: int = typer.Option(30, "--top", help="Replicas shown in the table (worst first)."),
     show_prompts: bool = typer.Option(False, "--show-prompts", help="Include prompt and output text (redacted by default)."),
     mask_ips: bool = typer.Option(False, "--mask-ips", help="Replace IP addresses with <ip>."),
+    traces: Optional[List[str]] = typer.Option(None, "--traces", help="OpenTelemetry traces (OTLP JSON lines files, "
+                                               "directories, globs); a trace file joins the replica it is named after "
+                                               "(<replica>-traces.otlp.jsonl). Repeatable.", metavar="TRACES"),
     year: OptInt = YearOpt,
 ) -> None:
     """Many replicas at once: the fleet's RED/USE, replicas worst first, outliers, router skew, fleet-wide incidents."""
@@ -73,7 +76,8 @@ def fleet_cmd(
 
     fa = analyze_fleet(inputs, engine=engine, workers=workers, address=address, out_dir=out_dir, year=year,
                        grid_s=grid, window_s=window, min_share=min_share, config=config, show_prompts=show_prompts,
-                       mask_ips=mask_ips, replica_reports=replica_reports and not no_html, progress=progress)
+                       mask_ips=mask_ips, replica_reports=replica_reports and not no_html, traces=traces,
+                       progress=progress)
     doc = fa.to_dict()
     if not fa.report["replicas_read"]:
         first = fa.report["coverage"]["unreadable"][0]

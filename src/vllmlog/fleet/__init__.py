@@ -51,11 +51,17 @@ def analyze_fleet(paths: Sequence[str] | str, *, engine: str = "local", workers:
                   address: str | None = None, out_dir: str | None = None, year: int | None = None,
                   grid_s: float = 60.0, window_s: float = 300.0, min_share: float = 0.25,
                   config: str | None = None, show_prompts: bool = False, mask_ips: bool = False,
-                  replica_reports: bool = False, progress: Any = None) -> FleetAnalysis:
+                  replica_reports: bool = False, traces: Sequence[str] | None = None,
+                  progress: Any = None) -> FleetAnalysis:
     """Discover, map (with ``engine``), reduce. ``out_dir`` receives ``rows/<replica>.parquet`` (a temporary
     directory when None — the rows then live only as long as the process), and with ``replica_reports`` each
-    replica's own HTML report in ``replicas/``."""
+    replica's own HTML report in ``replicas/``. ``traces``: OTLP trace files or directories, each joined to the
+    replica it is named after (``inputs.with_traces``)."""
     disc = discover(paths)
+    if traces:
+        from .inputs import with_traces
+
+        disc = with_traces(disc, traces)
     out = out_dir or tempfile.mkdtemp(prefix="vllmlog-fleet-")
     rows_dir = os.path.abspath(os.path.join(out, "rows"))
     os.makedirs(rows_dir, exist_ok=True)

@@ -32,13 +32,17 @@ _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
 
 @dataclass(frozen=True)
 class ReplicaSpec:
-    """One replica: its name and its pieces (paths or URLs), oldest first."""
+    """One replica: its name, its pieces (paths or URLs), oldest first, and its trace files (OTLP JSON lines)."""
 
     name: str
     paths: tuple[str, ...]
+    traces: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "paths": list(self.paths)}
+        d: dict[str, Any] = {"name": self.name, "paths": list(self.paths)}
+        if self.traces:
+            d["traces"] = list(self.traces)
+        return d
 
 
 @dataclass
@@ -89,9 +93,37 @@ def replica_key(path: str) -> tuple[str, str, tuple[int, Any]]:
     return d, stem, age
 
 
+def _expand_url(arg: str, ignored: list[str]) -> list[str]:
+    """A URL (``s3://bucket/day/``, ``gs://b/*.log.gz``, ``file:///var/log/x.log``) through fsspec: a glob or a
+    folder lists its files (the workers open them; the driver reads none)."""
+    try:
+        import fsspec  # type: ignore[import-not-found]
+    except ImportError:
+        raise InputError(f"{arg}: reading URLs needs fsspec", hint="pip install 'vllmlog[remote]' (and s3fs, gcsfs … "
+                         "for those filesystems)") from None
+    fs, _, (path,) = fsspec.get_fs_token_paths(arg) if not any(c in arg for c in "*?[") else (None, None, (None,))
+    if fs is None:
+        fs, _, found = fsspec.get_fs_token_paths(arg)
+        hits = sorted(found)
+        if not hits:
+            raise InputError(f"no file matches {arg!r}", hint="check the URL and the pattern")
+    elif fs.isdir(path):
+        hits = sorted(fs.find(path))
+    elif fs.exists(path):
+        return [arg]
+    else:
+        raise InputError(f"no such file or directory: {arg}", hint="check the URL")
+    out = []
+    for h in hits:
+        url = fs.unstrip_protocol(h)
+        name = h.rsplit("/", 1)[-1]
+        (out if _LOGLIKE.search(name) and not _NOTLOG.search(name) else ignored).append(url)
+    return out
+
+
 def _expand(arg: str, ignored: list[str]) -> list[str]:
     if _URL.match(arg):
-        return [arg]
+        return _expand_url(arg, ignored)
     if any(c in arg for c in "*?["):
         hits = sorted(glob.glob(arg, recursive=True))
         if not hits:
@@ -162,3 +194,42 @@ def _qualified(d: str, stem: str, dirs: Iterable[str]) -> str:
 def is_url(path: str) -> bool:
     """True for ``s3://…``, ``gs://…``, ``file://…`` (read through fsspec)."""
     return bool(_URL.match(path))
+
+
+_TRACE = re.compile(r"\.(otlp\.)?jsonl?(\.gz)?$", re.I)
+
+
+def with_traces(disc: Discovery, args: Sequence[str]) -> Discovery:
+    """Assign trace files (files, globs, directories: ``*.jsonl``/``*.json``, plain or .gz) to replicas: a trace
+    file belongs to the replica whose name its file name starts with (the longest such name), so
+    ``T1-traced-light-traces.otlp.jsonl`` joins replica ``T1-traced-light``. A trace file that names no replica is
+    an ``InputError`` (a silently unjoined trace would look like a replica without traces)."""
+    files: list[str] = []
+    for a in args:
+        if os.path.isdir(a):
+            for root, dirs, names in os.walk(a):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                files += [os.path.join(root, n) for n in sorted(names) if _TRACE.search(n)]
+        elif any(c in a for c in "*?["):
+            files += sorted(glob.glob(a, recursive=True))
+        elif os.path.exists(a):
+            files.append(a)
+        else:
+            raise InputError(f"no such trace file or directory: {a}", hint="--traces takes OTLP JSON lines files")
+    names = sorted((r.name.rsplit("/", 1)[-1] for r in disc.replicas), key=len, reverse=True)
+    by_short: dict[str, list[ReplicaSpec]] = {}
+    for r in disc.replicas:
+        by_short.setdefault(r.name.rsplit("/", 1)[-1], []).append(r)
+    got: dict[str, list[str]] = {}
+    for f in files:
+        base = os.path.basename(f)
+        owner = next((n for n in names if base.startswith(n)), None)
+        if owner is None:
+            raise InputError(f"trace file {base} names no replica", hint="name it after its replica's log "
+                             "(<replica>-traces.otlp.jsonl) or leave it out")
+        cands = by_short[owner]
+        rep = cands[0] if len(cands) == 1 else next((c for c in cands if os.path.dirname(c.paths[0]) ==
+                                                     os.path.dirname(f)), cands[0])
+        got.setdefault(rep.name, []).append(f)
+    reps = [ReplicaSpec(r.name, r.paths, tuple(got.get(r.name, ()))) for r in disc.replicas]
+    return Discovery(reps, disc.ignored)

@@ -113,14 +113,18 @@ def stream_of(name: str, paths: tuple[str, ...]) -> Iterator[tuple[list[str], li
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _replace(obj: Any, old: str, new: str) -> Any:
-    """``obj`` with every string containing ``old`` rewritten (``old`` → ``new``)."""
+def _replace(obj: Any, old: str, new: str, pieces: list[dict[str, Any]]) -> Any:
+    """``obj`` with every ``{"file": old, "line": N}`` pointed at the piece and line it came from, and every other
+    string containing ``old`` rewritten (``old`` → ``new``)."""
     if isinstance(obj, str):
         return obj.replace(old, new) if old in obj else obj
     if isinstance(obj, dict):
-        return {k: _replace(v, old, new) for k, v in obj.items()}
+        out = {k: _replace(v, old, new, pieces) for k, v in obj.items()}
+        if obj.get("file") == old and isinstance(obj.get("line"), int):
+            out["file"], out["line"] = _origin(pieces, [old], old, obj["line"])
+        return out
     if isinstance(obj, list):
-        return [_replace(v, old, new) for v in obj]
+        return [_replace(v, old, new, pieces) for v in obj]
     return obj
 
 
@@ -147,11 +151,14 @@ def map_replica(spec: dict[str, Any], opts: dict[str, Any] | None = None) -> dic
     name = str(spec["name"])
     paths = tuple(spec["paths"])
     base: dict[str, Any] = {"schema": SCHEMA, "replica": name, "files": list(paths)}
+    if spec.get("traces"):
+        base["traces_files"] = list(spec["traces"])
     try:
         with stream_of(name, paths) as (local, pieces, problems):
-            res = _analyse(name, local, pieces, opts)
-            if local[0] not in paths:  # the joined copy's temporary path must not reach the result
-                res = _replace(res, local[0], f"{name} (pieces joined)")
+            res = _analyse(name, local, pieces, opts, tuple(spec.get("traces") or ()))
+            if local[0] not in paths:  # the local copy's temporary path must not reach the result
+                label = paths[0] if len(paths) == 1 else f"{name} (pieces joined)"
+                res = _replace(res, local[0], label, pieces)
             res["read_problems"] = problems
             if problems:
                 res["coverage"]["complete"] = False
@@ -167,7 +174,8 @@ def map_replica(spec: dict[str, Any], opts: dict[str, Any] | None = None) -> dic
     return base
 
 
-def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: dict[str, Any]) -> dict[str, Any]:
+def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: dict[str, Any],
+             traces: tuple[str, ...] = ()) -> dict[str, Any]:
     from ..analyze import red_use
     from ..diagnose import run_diagnosis
     from ..numbers import compute
@@ -177,7 +185,7 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
     from .grid import replica_grid
 
     rd = Redactor(show_prompts=bool(opts.get("show_prompts")), mask_ips=bool(opts.get("mask_ips")))
-    run = load(local, year=opts.get("year"))
+    run = load(local, year=opts.get("year"), traces=list(traces) if traces else None)
     numbers = compute(run)
     ru = red_use(run, numbers)
     dg = run_diagnosis(run, load_config(opts.get("config")))
@@ -247,6 +255,7 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
         "findings": sorted(findings.values(), key=lambda c: c["code"]),
         "rows": rows,
         "report": report,
+        "traces": run.traces,
     }
 
 
