@@ -80,14 +80,20 @@ def running(demand: float, seats: float | None, fit: float | None) -> float:
 
 @dataclass(frozen=True)
 class Throughput:
-    """Step time ``s(n) = a + b·n`` seconds per decode step of ``n`` sequences, fitted on (Running, generation
-    throughput) of busy stats intervals; aggregate throughput ``T(n) = n / s(n)`` saturates at ``1/b``."""
+    """Step time ``s(n) = a + b·n`` seconds per engine step with ``n`` running sequences (the TPOT they see), so
+    the aggregate generation throughput is ``T(n) = n / s(n)`` tokens/s, saturating at ``1/b``. ``b`` carries
+    the prefill of this log's prompts (their cost per generated token at its prompt/output ratio).
+
+    Fitted on the run's own stats lines: each busy interval gives its generation throughput ``G`` (averaged over
+    the interval: precise) and Running (an instant at each end: noisy), and ``n = a·G / (1 − b·G)`` is fitted
+    with Running as the dependent variable — the noisy one, so the fit is not attenuated."""
 
     a: float
     b: float
     points: int
     batch_sizes: tuple[int, ...]
-    r2: float | None
+    fit_error: float | None
+    """Root-mean-square error of the fitted Running, relative to the mean Running of the fitted intervals."""
     runs: int = 1
     """Server runs whose intervals were fitted (> 1: pooled over runs of the same model and device)."""
 
@@ -100,7 +106,7 @@ class Throughput:
 
     @property
     def saturation(self) -> float | None:
-        """The aggregate tokens/s the batch tends to (compute bound)."""
+        """The aggregate generated tokens/s the batch tends to (compute bound)."""
         return 1.0 / self.b if self.b > 0 else None
 
     def near_saturation(self, n: float, share: float = 0.8) -> bool:
@@ -110,56 +116,77 @@ class Throughput:
 
     def figure(self) -> Figure:
         sat = self.saturation
-        return Figure("decode_step_model", "decode step time (model)",
-                      f"{self.a * 1000:.2f} ms + {self.b * 1000:.3f} ms × Running", "", MODEL,
-                      f"least squares over {self.points} busy stats intervals"
+        return Figure("decode_step_model", "step time (model)", f"{self.a * 1000:.2f} ms + {self.b * 1000:.3f} ms × Running",
+                      "", MODEL,
+                      f"fitted on {self.points} busy stats intervals"
                       + (f" of {self.runs} runs of this model and device" if self.runs > 1 else "") + " (Running "
-                      f"{', '.join(map(str, self.batch_sizes))})" + (f"; saturates at {sat:,.0f} tok/s" if sat else ""),
-                      ("stats lines average throughput over the interval; Running is the instant at its end",
-                       "prefill work in the same interval is ignored")
+                      f"{_sizes(self.batch_sizes)})"
+                      + (f"; error {self.fit_error:.0%} of Running" if self.fit_error is not None else "")
+                      + (f"; saturates at {sat:,.0f} generated tok/s" if sat else ""),
+                      ("the engine steps back to back while requests run",
+                       "prefill is folded into the per-sequence cost at this log's prompt/output ratio")
                       + (("one batch size seen: throughput assumed flat beyond it (compute-bound)",)
                          if len(self.batch_sizes) < 2 else ()))
 
 
-def fit_throughput(xs: Sequence[Interval], pooled: Sequence[Sequence[Interval]] = ()) -> Throughput | None:
-    """Fit ``n/T = a + b·n`` over busy intervals (Running ≥ 1, tokens generated, no big Running change around it),
-    of this run and of ``pooled`` runs (same model and device).
+def _sizes(xs: Sequence[int]) -> str:
+    return ", ".join(map(str, xs)) if len(xs) <= 6 else f"{xs[0]}–{xs[-1]}, {len(xs)} sizes"
 
-    Needs two distinct batch sizes; a and b are kept ≥ 0 (a negative intercept means throughput is flat: b alone)."""
+
+def _reverse_fit(pts: list[tuple[float, float]]) -> tuple[float, float, float] | None:
+    """Least squares of ``n ≈ a·G / (1 − b·G)`` over (n, G): b by golden-section search, a in closed form."""
+    gmax = max(g for _, g in pts)
+
+    def sse(b: float) -> tuple[float, float]:
+        z = [g / (1 - b * g) for _, g in pts]
+        zz = sum(v * v for v in z)
+        a = sum(n * v for (n, _), v in zip(pts, z)) / zz if zz else 0.0
+        return sum((n - a * v) ** 2 for (n, _), v in zip(pts, z)), a
+
+    lo, hi = 0.0, 0.999 / gmax
+    phi = (5 ** 0.5 - 1) / 2
+    x1, x2 = hi - phi * (hi - lo), lo + phi * (hi - lo)
+    f1, f2 = sse(x1)[0], sse(x2)[0]
+    for _ in range(80):
+        if f1 <= f2:
+            hi, x2, f2 = x2, x1, f1
+            x1 = hi - phi * (hi - lo)
+            f1 = sse(x1)[0]
+        else:
+            lo, x1, f1 = x1, x2, f2
+            x2 = lo + phi * (hi - lo)
+            f2 = sse(x2)[0]
+    b = (lo + hi) / 2
+    err, a = sse(b)
+    if sse(0.0)[0] <= err:  # flat end of the search: no batch cost visible
+        b, (err, a) = 0.0, sse(0.0)
+    return (a, b, err) if a > 0 else None
+
+
+def fit_throughput(xs: Sequence[Interval], pooled: Sequence[Sequence[Interval]] = ()) -> Throughput | None:
+    """Fit the step-time model over the busy intervals (Running > 0 at both ends, tokens generated, not stuck) of
+    this run and of ``pooled`` runs (same model and device); the interval's Running is the mean of its two ends.
+    With one batch size, throughput is taken as flat beyond it (compute-bound)."""
     pts: list[tuple[float, float]] = []
     for seq in (xs, *pooled):
         prev = None
         for x in seq:
-            n, t = x.running, x.gen_tps
-            steady = prev is None or prev.running == 0 or abs(prev.running - n) <= max(2, 0.34 * n)
-            if n >= 1 and t > 0 and not x.stuck and steady:
-                pts.append((float(n), n / t))
+            if prev is not None and prev.running > 0 and x.running > 0 and x.gen_tps > 0 and not x.stuck:
+                pts.append(((prev.running + x.running) / 2, x.gen_tps))
             prev = x
     runs = 1 + sum(1 for p in pooled if p)
-    sizes = sorted({int(n) for n, _ in pts})
-    if len(pts) < 2:
+    sizes = tuple(sorted({round(n) for n, _ in pts}))
+    if not pts:
         return None
     if len(sizes) < 2:
-        # one batch size: the step time is known at that size only; keep it as a flat (compute-bound) model
-        n0 = sizes[0]
-        s0 = sum(s for _, s in pts) / len(pts)
-        return Throughput(0.0, s0 / n0, len(pts), tuple(sizes), None, runs) if n0 > 1 else \
-            Throughput(s0, 0.0, len(pts), tuple(sizes), None, runs)
-    mx = sum(n for n, _ in pts) / len(pts)
-    my = sum(s for _, s in pts) / len(pts)
-    sxx = sum((n - mx) ** 2 for n, _ in pts)
-    sxy = sum((n - mx) * (s - my) for n, s in pts)
-    b = sxy / sxx if sxx else 0.0
-    a = my - b * mx
-    if a < 0:  # flat throughput: through the origin
-        a = 0.0
-        b = sum(n * s for n, s in pts) / sum(n * n for n, _ in pts)
-    if b < 0:  # faster per step with more sequences: noise; no batch cost visible
-        b = 0.0
-        a = my
-    if a <= 0 and b <= 0:
+        n0 = sum(n for n, _ in pts) / len(pts)
+        g0 = sum(g for _, g in pts) / len(pts)
+        s0 = n0 / g0
+        return Throughput(0.0, s0 / n0, len(pts), sizes, None, runs) if n0 > 1 else \
+            Throughput(s0, 0.0, len(pts), sizes, None, runs)
+    got = _reverse_fit(pts)
+    if got is None:
         return None
-    ss = sum((s - my) ** 2 for _, s in pts)
-    res = sum((s - (a + b * n)) ** 2 for n, s in pts)
-    return Throughput(a, b, len(pts), tuple(sizes), (1 - res / ss) if ss > 0 else None, runs)
-
+    a, b, err = got
+    mean_n = sum(n for n, _ in pts) / len(pts)
+    return Throughput(a, b, len(pts), sizes, (err / len(pts)) ** 0.5 / mean_n, runs)

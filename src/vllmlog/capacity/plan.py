@@ -101,7 +101,7 @@ class CapacityPlan:
                           "default": "vLLM's default, not logged"}}
 
 
-def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None = None, headroom: float = 0.2,
+def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None = None, headroom: float = 0.1,
          client: Sequence[ClientRecord] = ()) -> CapacityPlan:
     """The capacity plan of ``run``. ``client``: the load generator's records (lengths, latency) when the log lacks them."""
     from ..state import service_states
@@ -158,6 +158,7 @@ def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroo
         pooled = fit_throughput(xs, [o.intervals for o in peers])
         if pooled is not None and len(pooled.batch_sizes) >= 2:
             tp = pooled
+
     fp = footprint(ld, s.kv.block_size)
     pressed = pressure_footprint(xs, s.kv.tokens)
     model_fp = fp

@@ -21,12 +21,16 @@ class Replicas:
 
     per_replica: Figure | None = None
     """Requests/s one replica sustains within the SLO (model)."""
+    saturation: Figure | None = None
+    """Requests/s one replica serves at its operating point with the queue never empty (model)."""
+    needed: int | None = None
+    """Replicas that just hold the SLO at the target rate (no extra headroom)."""
     observed: Figure | None = None
     """Requests/s one replica carried in this log (Little's law: mean Running ÷ mean e2e)."""
     concurrency: float | None = None
     """Running at which the SLO still holds (the operating point)."""
     target_rate: float | None = None
-    headroom: float = 0.2
+    headroom: float = 0.1
     replicas: int | None = None
     limit: str = ""
     """What caps the operating point: seats, KV cache, the TPOT / e2e SLO."""
@@ -34,6 +38,7 @@ class Replicas:
 
     def to_dict(self) -> dict[str, Any]:
         return {"per_replica_rate": self.per_replica.to_dict() if self.per_replica else None,
+                "saturation_rate": self.saturation.to_dict() if self.saturation else None, "needed": self.needed,
                 "observed_rate": self.observed.to_dict() if self.observed else None,
                 "operating_concurrency": self.concurrency, "limited_by": self.limit,
                 "target_rate": self.target_rate, "headroom": self.headroom, "replicas": self.replicas,
@@ -41,7 +46,7 @@ class Replicas:
 
 
 def plan(ld: Load, tp: Throughput | None, seats: int | None, fit: float | None, slo: SloTargets,
-         target: float | None, headroom: float = 0.2) -> Replicas:
+         target: float | None, headroom: float = 0.1) -> Replicas:
     """What one replica sustains and how many a target rate needs."""
     R = Replicas(target_rate=target, headroom=headroom)
     xs_run = [f.value for f in ld.figures if f.key == "concurrency_p50"]
@@ -86,11 +91,49 @@ def plan(ld: Load, tp: Throughput | None, seats: int | None, fit: float | None, 
     top = max(tp.batch_sizes)
     if n > top:
         notes.append(f"extrapolated: Running {n:g} is beyond the largest batch observed ({top})")
-    R.per_replica = Figure("per_replica_rate", "one replica sustains", lam, "req/s", MODEL,
-                           f"Little's law: Running {n:g} ({R.limit}) ÷ latency {w:.2f} s (TTFT {ttft0:.2f} s + "
-                           f"{O:,.0f} tokens × {tp.step_s(n) * 1000:.1f} ms step)", tuple(notes))
+    R.saturation = Figure("saturation_rate", "one replica at saturation", lam, "req/s", MODEL,
+                          f"Little's law: Running {n:g} ({R.limit}) ÷ latency {w:.2f} s (TTFT {ttft0:.2f} s + "
+                          f"{O:,.0f} tokens × {tp.step_s(n) * 1000:.1f} ms step)", tuple(notes))
+    # queueing: requests wait for a seat; the TTFT SLO bounds how close to saturation a replica may run
+    budget = slo.ttft_s - ttft0 if slo.ttft_s else None
+    if budget is not None and budget > 0 and n >= 1:
+        lam_slo = slo_rate(int(n), 1.0 / w, budget, 0.95)
+        how = (f"Erlang C over {int(n)} seats of {w:.2f} s each: p95 wait for a seat ≤ {budget:.2f} s "
+               f"(TTFT SLO {slo.ttft_s:g} s − TTFT {ttft0:.2f} s); utilisation {lam_slo / lam:.0%}")
+    else:
+        lam_slo, how = lam, "no TTFT budget: at saturation"
+    R.per_replica = Figure("per_replica_rate", "one replica sustains within the SLO", lam_slo, "req/s", MODEL, how,
+                           ("Poisson arrivals; each request holds a seat for the latency at the operating point",))
     if target:
-        R.replicas = max(1, math.ceil(target / (lam * (1 - headroom))))
-        R.assumptions.append(f"{headroom:.0%} headroom: each replica runs at ≤ {1 - headroom:.0%} of its capacity "
-                             "(queueing near saturation breaks the TTFT SLO)")
+        R.needed = max(1, math.ceil(target / lam_slo - 1e-9))
+        R.replicas = max(R.needed, math.ceil(target / (lam_slo * (1 - headroom)) - 1e-9))
+        if headroom:
+            R.assumptions.append(f"{headroom:.0%} extra headroom on top of the SLO's: replicas run at ≤ "
+                                 f"{1 - headroom:.0%} of the rate that just holds it")
     return R
+
+
+def erlang_c(c: int, load: float) -> float:
+    """Probability that an arrival waits (M/M/c with offered load ``load`` = λ/μ < c)."""
+    if load >= c:
+        return 1.0
+    # iterative Erlang B, then C
+    b = 1.0
+    for k in range(1, c + 1):
+        b = load * b / (k + load * b)
+    rho = load / c
+    return b / (1 - rho + rho * b)
+
+
+def slo_rate(c: int, mu: float, t: float, q: float = 0.95) -> float:
+    """The largest arrival rate at which the ``q`` quantile of the wait for one of ``c`` seats (service rate
+    ``mu`` each) stays ≤ ``t``: P(W > t) = C(c, λ/μ)·exp(−(cμ − λ)t) ≤ 1 − q."""
+    lo, hi = 0.0, c * mu
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        p = erlang_c(c, mid / mu) * math.exp(-(c * mu - mid) * t)
+        if p <= 1 - q:
+            lo = mid
+        else:
+            hi = mid
+    return lo

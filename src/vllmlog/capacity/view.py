@@ -110,7 +110,7 @@ class ServerView:
         yield Text("")
         r = sc.replicas
         yield Text("Replicas", style="bold")
-        for f in (r.observed, r.per_replica):
+        for f in (r.observed, r.saturation, r.per_replica):
             if f is not None:
                 yield Text.assemble(f"  {f.label}: ", (f.text(), "bold"), "  ",
                                     (f.basis, _BASIS_STYLE.get(f.basis, "")))
@@ -121,7 +121,7 @@ class ServerView:
             yield Text.assemble(f"  for {r.target_rate:g} req/s: ", (f"{r.replicas} replica"
                                                                     f"{'s' if r.replicas != 1 else ''}", "bold green"),
                                 (f" ({sc.facts.config.world_size} device{'s' if sc.facts.config.world_size != 1 else ''}"
-                                 f" each)", "dim"))
+                                 f" each; {r.needed} just hold the SLO, the rest is {r.headroom:.0%} headroom)", "dim"))
         elif r.target_rate is None and r.per_replica is not None:
             yield Text("  give --target-rate R to get a replica count", style="dim")
         for a in r.assumptions:

@@ -51,7 +51,7 @@ def capacity_cmd(
                                                 "for."),
     slo: OptStr = typer.Option(None, "--slo", help="SLO targets, e.g. ttft_p95=1s,e2e_p95=30s,tokens_per_s=20 "
                                "(default: TTFT 1 s, 20 tokens/s per request, queue 30 s)."),
-    headroom: float = typer.Option(0.2, "--headroom", help="Share of a replica's capacity kept free (0–0.9)."),
+    headroom: float = typer.Option(0.1, "--headroom", help="Share of the SLO-holding rate kept free on every replica (0–0.9)."),
     client: OptStr = ClientOpt,
     json_out: bool = JsonOpt,
     year: OptInt = YearOpt,

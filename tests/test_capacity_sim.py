@@ -1,0 +1,53 @@
+"""Replicas for a target rate against the simulator: the count `capacity` computes from one simulated log is the
+one the simulator needs to hold the SLO (p95 TTFT < 1 s, p95 TPOT ≤ 50 ms) at that rate split over the replicas."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from vllmlog.capacity import plan
+from vllmlog.numbers import SloTargets, percentile
+from vllmlog.run import load
+from vllmlog.simulate import Burst, build_config, simulate
+
+
+def _config(rate: float, duration_s: float, seed: int, seats: int, bursts=()):
+    c = build_config("healthy", fmt="v1", seed=seed, duration_s=duration_s)
+    c.engine.max_num_seqs = seats
+    w = c.workload
+    w.rate = rate
+    w.prompt_median, w.prompt_sigma = 300, 0.5
+    w.output_median, w.output_sigma = 150, 0.5
+    w.max_tokens_choices = (512,)
+    w.bursts = list(bursts)
+    return c
+
+
+def _holds(truth: dict, slo: SloTargets) -> bool:
+    ok = [r for r in truth["requests"] if r["status"] == "success"]
+    ttft = sorted(r["ttft_s"] for r in ok)
+    tpot = sorted(r["tpot_s"] for r in ok if r.get("tpot_s"))
+    return percentile(ttft, 95) < slo.ttft_s and percentile(tpot, 95) <= 1 / slo.tokens_per_s
+
+
+@pytest.mark.parametrize("seats,target", [(64, 100.0), (32, 50.0)])
+def test_replicas_match_what_the_simulator_needs(tmp_path, seats, target):
+    # one replica observed under a varying load (bursts give the step-time fit its batch sizes)
+    log = tmp_path / "obs.log"
+    with open(log, "w", encoding="utf-8") as fp:
+        simulate(_config(4.0, 600, 1, seats, [Burst(100, 200, 8.0), Burst(300, 400, 12.0)]), fp)
+    slo = SloTargets()
+    p = plan(load([str(log)], year=2026), slo=slo, target_rate=target)
+    r = p.servers[0].replicas
+    assert r.per_replica is not None and r.per_replica.basis == "model"
+    k = r.needed
+    assert k is not None and k >= 2
+    # the simulator at the target rate split over k replicas holds the SLO, over k − 1 it does not
+    results = {}
+    for n in (k, k - 1):
+        rep = simulate(_config(target / n, 300, 7, seats), io.StringIO())
+        results[n] = _holds(rep.truth, slo)
+    assert results == {k: True, k - 1: False}, (k, r.per_replica.value)
+    assert r.replicas >= k  # the recommendation adds the headroom on top
