@@ -78,7 +78,7 @@ class Log:
         year, last = self.year, None
         for line in self.lines:
             t = None
-            m = _JSON_TS.search(line)
+            m = _JSON_TS.search(line) if '"' in line else None
             if m:
                 t = _mk(int(m["y"]), m["mo"], m["d"], m["h"], m["mi"], m["s"])
             else:
@@ -280,8 +280,9 @@ def retag_processes(log: Log, *, names: bool = False, base: int = 40000) -> Log:
     """New pids for every process (``pid=N``, ``process [N]``, ``pid N``, ``PID N``), consistently; with
     ``names``, the 0.18+ tags of a V1 log become their 0.10.2–0.17 form (``EngineCore`` →
     ``EngineCore_DP0``, ``Worker`` → ``Worker_TP0``)."""
-    pids = sorted({int(p) for s in log.lines for p in re.findall(r"\bpid=(\d+)", s)}
-                  | {int(p) for s in log.lines for p in re.findall(r"(?:server process \[|engine process with PID )(\d+)", s)})
+    text = log.text()
+    pids = sorted({int(p) for p in re.findall(r"\bpid=(\d+)", text)}
+                  | {int(p) for p in re.findall(r"(?:server process \[|engine process with PID )(\d+)", text)})
     new = {p: base + 37 * n + 3 for n, p in enumerate(pids)}
     pat = re.compile(r"(\bpid=|\bpid |server process \[|with PID |\bPID )(\d+)\b")
 
@@ -290,8 +291,9 @@ def retag_processes(log: Log, *, names: bool = False, base: int = 40000) -> Log:
         return m.group(1) + str(new.get(p, p))
     out = []
     for s in log.lines:
-        s = pat.sub(one, s)
-        if names:
+        if "pid" in s or "PID" in s or "process [" in s:
+            s = pat.sub(one, s)
+        if names and "pid=" in s:
             s = re.sub(r"\(EngineCore pid=", "(EngineCore_DP0 pid=", s)
             s = re.sub(r"\(Worker pid=", "(Worker_TP0 pid=", s)
         out.append(s)

@@ -350,3 +350,33 @@ def test_cli_json_names_the_fault_first(fault: str, tmp_path: Path, capsys) -> N
     assert doc["incidents"][0]["category"] == category
     first = next(f for f in doc["findings"] if f["severity"] in ("warning", "error", "critical"))
     assert first["category"] == category, (first["code"], first["category"])
+
+
+# ==== a fault added never makes the verdict better ===============================================================
+
+RANK = {"healthy": 0, "incomplete": 0, "degraded": 1, "failing": 2, "down": 3}
+
+
+_JOINED = ("incidents.build joins symptoms that lead to each other (failing → aborting) when they overlap in time{when}; "
+           "the joined incident keeps the worse symptom's category (engine_dead, no cause) and drops the aborts' own "
+           "explainer — R604, every abort ~1 s after arrival: a fixed client timeout the 500s cannot explain — so "
+           "client_abort disappears")
+
+
+@pytest.mark.parametrize("base", [
+    "P2-hang", "02-queue", "05-bad-input", "49-v1-seats", "14-v0-thrash", "03-kv-full",
+    pytest.param("T2-aborts", marks=pytest.mark.xfail(strict=True, reason=_JOINED.format(when=""))),
+    pytest.param("04-aborts", marks=pytest.mark.xfail(strict=True, reason=_JOINED.format(
+        when=", without asking which started first (aborts from 03:04:28, the 500s at 03:04:47)"))),
+])
+def test_500_burst_on_a_troubled_server_is_at_least_failing(base: str, tmp_path: Path) -> None:
+    """On a server already in trouble (a hang, a queue, bad requests, thrashing, aborts) twelve more 500s make
+    the verdict at least *failing* and never hide the trouble that was there: its category stays among the
+    open incidents."""
+    log = base_log(base)
+    act = log.active_stats()
+    at = act[len(act) // 2] + 1 if act else len(log.lines) // 2
+    dg = diagnose(M.insert_5xx(log, at), tmp_path)
+    before = base_diag(base)
+    assert RANK[dg.verdict.status] >= max(RANK["failing"], RANK[before.verdict.status]), dg.verdict.label
+    assert open_incidents(before)[0].category in {i.category for i in open_incidents(dg)}
