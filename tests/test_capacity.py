@@ -213,3 +213,22 @@ def test_rerun_with_more_seats_shows_the_predicted_running():
     assert r3.binding == "max_num_seqs"
     # runs two days apart on a shared machine are not pooled for throughput (2-3x apart)
     assert r3.throughput is not None and r3.throughput.runs == 1
+
+
+def test_kv_bound_run_gets_seats_at_what_the_cache_holds(both):
+    s = both[0]["03"]
+    w = next(w for w in s.whatifs if w.key == "max_num_seqs_kv")
+    assert w.seats == int(s.whatifs[0].fits) == 5  # 2,048 tokens ÷ 351 per request while the cache was full
+    assert any(a.startswith("or, at this cache size, `--max-num-seqs 5` (now 128)") for a in s.advice)
+
+
+def test_compute_bound_cpu_server_is_recognised(both):
+    """02 and 03 (same tiny model, same CPU, same hour) generate ~2,700–3,100 tok/s whatever Running (2–7): the
+    pooled fit is flat, so more seats add no throughput and the advice says so."""
+    s = both[0]["02"]
+    tp = s.throughput
+    assert tp is not None and tp.a == 0.0
+    assert 2500 < tp.saturation < 3300
+    w = next(w for w in s.whatifs if w.key == "max_num_seqs")
+    assert "compute-bound" in w.note
+    assert any(a.startswith("compute is the limit") for a in s.advice)

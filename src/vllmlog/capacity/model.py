@@ -158,7 +158,7 @@ def _reverse_fit(pts: list[tuple[float, float]]) -> tuple[float, float, float] |
             f2 = sse(x2)[0]
     b = (lo + hi) / 2
     err, a = sse(b)
-    if sse(0.0)[0] <= err:  # flat end of the search: no batch cost visible
+    if sse(0.0)[0] <= err:  # no batch cost visible: the step time does not grow with Running
         b, (err, a) = 0.0, sse(0.0)
     return (a, b, err) if a > 0 else None
 
@@ -184,6 +184,13 @@ def fit_throughput(xs: Sequence[Interval], pooled: Sequence[Sequence[Interval]] 
         s0 = n0 / g0
         return Throughput(0.0, s0 / n0, len(pts), sizes, None, runs) if n0 > 1 else \
             Throughput(s0, 0.0, len(pts), sizes, None, runs)
+    gs = [g for _, g in pts]
+    ns = [n for n, _ in pts]
+    if max(gs) < 1.3 * min(gs) and max(ns) >= 1.3 * min(ns):
+        # throughput flat while Running varies: compute-bound, T(n) = mean G (step time proportional to n)
+        g0 = sum(gs) / len(gs)
+        err = sum((g - g0) ** 2 for g in gs) / len(gs)
+        return Throughput(0.0, 1.0 / g0, len(pts), sizes, (err ** 0.5) / g0, runs)
     got = _reverse_fit(pts)
     if got is None:
         return None

@@ -166,7 +166,7 @@ def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroo
         fp = pressed
     ws = windows(xs, s.seats, tp)
     bind = binding(ws)
-    wi = whatifs(s, ld, fp, tp, bind)
+    wi = whatifs(s, ld, fp, tp, bind, slo.tokens_per_s)
     base = wi[0]
     sc = ServerCapacity(st.file, st.index, s, ld, fp, tp, ws, bind, wi,
                         replica_plan(ld, tp, s.seats, base.fits, slo, target, headroom))
@@ -314,6 +314,9 @@ def advice(s: Server, ld: Load, wi: list[WhatIf], bind: str, tp: Throughput | No
                        f"at the offered {ld.demand_peak}"
             break
         out.append(more_kv_memory(cfg))
+        w = by.get("max_num_seqs_kv")
+        if w is not None:
+            out.append(f"or, at this cache size, `--max-num-seqs {w.seats}` (now {s.seats}): {w.note}")
     if bind == "compute" or (tp is not None and bind == "max_num_seqs" and "compute-bound" in
                              (by.get("max_num_seqs").note if by.get("max_num_seqs") else "")):
         out.append("compute is the limit: more replicas (see the replica count) or a faster device; more seats only "

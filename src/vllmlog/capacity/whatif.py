@@ -66,7 +66,16 @@ def _row(key: str, change: str, s: Server, ld: Load, fp: Footprint | None, tp: T
     return WhatIf(key, change, K, S, fit, run, vc, gen, kv_basis, assumptions or [], note, proposed)
 
 
-def whatifs(s: Server, ld: Load, fp: Footprint | None, tp: Throughput | None, binding: str) -> list[WhatIf]:
+def slo_seats(tp: Throughput | None, tokens_per_s: float | None) -> int | None:
+    """The most sequences whose step time still gives each ``tokens_per_s`` (TPOT ≤ 1/tokens_per_s)."""
+    if tp is None or not tokens_per_s or tp.b <= 0 or len(tp.batch_sizes) < 2:
+        return None
+    n = (1.0 / tokens_per_s - tp.a) / tp.b
+    return max(1, int(n))
+
+
+def whatifs(s: Server, ld: Load, fp: Footprint | None, tp: Throughput | None, binding: str,
+            tokens_per_s: float | None = None) -> list[WhatIf]:
     """The baseline (as run) and one row per flag that changes capacity."""
     cfg = s.config
     kv = s.kv
@@ -74,12 +83,16 @@ def whatifs(s: Server, ld: Load, fp: Footprint | None, tp: Throughput | None, bi
     out = [_row("as_run", "as run", s, ld, fp, tp, kv_basis=LOGGED, proposed=False,
                 note="the model over the server's own facts; compare with the observed Running")]
     base = out[0]
-    # --max-num-seqs: let the offered concurrency in, up to what the cache holds
+    # --max-num-seqs: let the offered concurrency in, up to what the cache holds and the TPOT SLO allows
     if s.seats and ld.demand_peak > s.seats:
         want = ld.demand_peak if base.fits is None else min(ld.demand_peak, int(base.fits))
+        cap = slo_seats(tp, tokens_per_s)
+        why = ["the clients keep offering the same concurrency (closed loop)"]
+        if cap is not None and cap < want:
+            want = cap
+            why.append(f"no more than the step-time model lets run at {tokens_per_s:g} tok/s per request (the TPOT SLO)")
         if want > s.seats:
-            r = _row("max_num_seqs", f"--max-num-seqs {want}", s, ld, fp, tp, seats=want,
-                     assumptions=["the clients keep offering the same concurrency (closed loop)"])
+            r = _row("max_num_seqs", f"--max-num-seqs {want}", s, ld, fp, tp, seats=want, assumptions=why)
             if tp is not None and base.gen_tps and r.gen_tps:
                 gain = r.gen_tps / base.gen_tps - 1
                 r.note = (f"aggregate generation {base.gen_tps:,.0f} → {r.gen_tps:,.0f} tok/s ({gain:+.0%}); each "
@@ -91,6 +104,11 @@ def whatifs(s: Server, ld: Load, fp: Footprint | None, tp: Throughput | None, bi
                     r.assumptions.append(f"throughput extrapolated beyond the largest batch observed "
                                          f"({max(tp.batch_sizes)})")
             out.append(r)
+    # KV-bound: admitting no more than the cache holds stops the preemptions (recompute) at the same throughput
+    if binding == "kv_cache" and base.fits is not None and s.seats and int(base.fits) < s.seats and int(base.fits) >= 1:
+        out.append(_row("max_num_seqs_kv", f"--max-num-seqs {int(base.fits)}", s, ld, fp, tp, seats=int(base.fits),
+                        note="as many seats as the cache holds requests of this mix: no preemption, no recompute",
+                        assumptions=["requests of this mix hold what they held while the cache was full"]))
     # the KV cache size
     if cfg.num_gpu_blocks_override and kv.blocks_unforced:
         k2 = kv.blocks_unforced * B
