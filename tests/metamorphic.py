@@ -826,3 +826,30 @@ def scale_throughput(log: Log, factor: float) -> Log:
         st = log.stats_of(i)
         out[i] = _set_stats(out[i], prompt=st["prompt"] * factor, gen=st["gen"] * factor)
     return _rebuild(log, out)
+
+
+def second_engine(log: Log) -> Log:
+    """Data parallel 2 (V1 0.8.3+): every ``Engine 000:`` stats line followed by the same line for ``Engine 001``
+    (a second engine under the same load: the same service twice as wide)."""
+    out: list[str] = []
+    for s in log.lines:
+        out.append(s)
+        if "Engine 000: " in s and STATS_V1.search(s):
+            out.append(s.replace("Engine 000: ", "Engine 001: "))
+    return _rebuild(log, out)
+
+
+def stall_engine(log: Log, engine: str, after: int) -> Log:
+    """One engine of several wedges: its stats line after line ``after`` reports 0 tokens/s with the same
+    Running, and it prints none after that (the other engines go on)."""
+    tag = f"Engine {engine}: "
+    out: list[str] = []
+    seen = False
+    for i, s in enumerate(log.lines):
+        if tag in s and STATS_V1.search(s) and i > after:
+            if seen:
+                continue
+            seen = True
+            s = _set_stats(s, prompt=0.0, gen=0.0)
+        out.append(s)
+    return _rebuild(log, out)

@@ -242,6 +242,7 @@ SAME: dict[str, Callable[[M.Log], M.Log]] = {
     "excerpt-from-ready": lambda l: M.trim_span(l, 0, l.ready_index() + 1),
     "excerpt-ends-mid-run": lambda l: M.trim_span(l, l.ready_index() + (l.shutdown_index() - l.ready_index()) * 6 // 10,
                                                   len(l.lines)),
+    "data-parallel-2": M.second_engine,
     "throughput-x0.1": lambda l: M.scale_throughput(l, 0.1),
     "throughput-x10": lambda l: M.scale_throughput(l, 10.0),
 }
@@ -264,6 +265,8 @@ SAME_BASES = {
                            "02-queue", "05-bad-input", "23-v1-ima", "49-v1-seats", "14-v0-thrash", "P5-oom",
                            "T2-aborts", "03-kv-full", "04-aborts"),
     "excerpt-ends-mid-run": ("01-light", "T1-traced", "07b-json", "46-v0-burst", "43-v1-idle"),
+    "data-parallel-2": ("01-light", "T1-traced", "43-v1-idle", "P1-dead", "P2-hang", "02-queue", "49-v1-seats",
+                        "23-v1-ima", "03-kv-full", "04-aborts"),
     "throughput-x0.1": ("01-light", "T1-traced", "07b-json", "46-v0-burst", "43-v1-idle", "P2-hang", "02-queue",
                         "49-v1-seats", "14-v0-thrash"),
     "throughput-x10": ("01-light", "T1-traced", "46-v0-burst", "P2-hang", "02-queue", "49-v1-seats"),

@@ -110,6 +110,48 @@ def test_stall_that_never_resumes_is_down(tmp_path: Path) -> None:
     assert open_incidents(dg)[0].impact == "stalled"
 
 
+_GRACEFUL = ("a busy interval at 0 tokens/s with no later stats line of that engine is a stall only through the "
+             "'stats stop' check (symptoms/progress.stalled), and that check is skipped when the log ends with a "
+             "graceful shutdown (v.graceful_line) — the SIGTERM an operator sends to a wedged server hides the "
+             "{what} (without the shutdown lines the same log is DOWN, engine_hang)")
+
+
+@pytest.mark.parametrize("base", ["T1-traced", "01-light"])
+@pytest.mark.xfail(strict=True, reason=_GRACEFUL.format(what="10-minute stall while 40 requests arrive"))
+def test_stall_then_sigterm_is_stalled(base: str, tmp_path: Path) -> None:
+    """The engine wedges (0 tokens/s, then silence) for 10 minutes while requests keep arriving; the stats never
+    come back and the operator stops the server (SIGTERM: the graceful shutdown sequence ends the log)."""
+    log = _stall(base, zero_line=True)
+    zero = log.find(lambda s: "Avg generation throughput: 0.0 tokens/s" in s and "Running: 0 " not in s)
+    resumed = log.find(lambda s: M.STATS_V1.search(s) is not None, zero + 1)
+    dg = diagnose(M.Log.of(log.lines[:resumed] + log.lines[log.shutdown_index():]), tmp_path)
+    assert dg.verdict.status in ("failing", "down"), (dg.verdict.label, dg.verdict.reason)
+    assert open_incidents(dg)[0].impact == "stalled"
+
+
+@pytest.mark.xfail(strict=True, reason=_GRACEFUL.format(what="wedged engine while the other serves on for 2 minutes"))
+def test_one_of_two_engines_wedges(tmp_path: Path) -> None:
+    """Data parallel 2: Engine 001 reports Running 3 at 0 tokens/s and never again, Engine 000 serves on for two
+    minutes, the log ends with the graceful shutdown."""
+    from .test_metamorphic import _long_busy
+
+    log = M.second_engine(_long_busy(base_log("T1-traced"), 12))
+    dg = diagnose(M.stall_engine(log, "001", log.busy_stats()[1]), tmp_path)
+    assert dg.verdict.status in ("failing", "down"), (dg.verdict.label, dg.verdict.reason)
+    assert open_incidents(dg)[0].impact == "stalled"
+
+
+def test_one_of_two_engines_wedges_no_shutdown(tmp_path: Path) -> None:
+    """The same without the shutdown lines (an excerpt that ends while the engine is wedged): down, stalled."""
+    from .test_metamorphic import _long_busy
+
+    log = M.stall_engine(M.second_engine(_long_busy(base_log("T1-traced"), 12)), "001", 0)
+    log = M.trim_span(log, log.shutdown_index(), len(log.lines))
+    dg = diagnose(log, tmp_path)
+    assert dg.verdict.status == "down", (dg.verdict.label, dg.verdict.reason)
+    assert (open_incidents(dg)[0].impact, open_incidents(dg)[0].category) == ("stalled", "engine_hang")
+
+
 # ==== never ready ==============================================================================================
 
 @pytest.mark.parametrize("base", ["01-light", "T1-traced"])
