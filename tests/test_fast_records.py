@@ -27,7 +27,9 @@ SHAPES = [
     E + "Generated response r1 (streaming delta): output: 'x', finish_reason: None", E + "Aborted request(s) a, b.",
     E + "Config dump:", E + "", E + "Exception in callback foo()", EE + "Traceback (most recent call last):",
     EE + 'File "x.py", line 1, in f', EE + '  File "x.py", line 1, in f', EE + "    raise ValueError(x)",
-    EE + "ValueError: boom", EE + "second line of the message", EE + "^^^^^", EE + "During handling of the above exception",
+    EE + "ValueError: boom", EE + "EngineCore hit an exception: Traceback (most recent call last):",
+    "ray.exceptions.RayTaskError(RuntimeError): ray::RayWorker.execute_method() (pid=9, ip=10.0.0.7)", "Foo(Bar): no",
+    EE + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 350.00 MiB.", EE + "second line of the message", EE + "^^^^^", EE + "During handling of the above exception",
     EE + "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.", EE + "Added request r2.",
     "ERROR 03-25 10:00:01 [serving.py:500] ValueError: later", "ERROR 03-25 10:00:00 [other.py:9] ValueError: other",
     P + EE + "Traceback (most recent call last):", P + EE + '  File "y.py", line 2, in g', P + "raw tagged line",
@@ -102,3 +104,12 @@ def test_memo_warm_and_cold_give_the_same_output() -> None:
     info = fast._speedups.memo_info()
     assert ref == cold == warm
     assert info["entries"] > 10 and info["hits"] > 0
+
+
+@needs_c
+def test_v1_engine_core_hit_an_exception_record_carries_its_exception() -> None:
+    """V1 0.7–0.8: 'EngineCore hit an exception: Traceback (most recent call last):' opens a traceback in the
+    compiled path as in the Python one, so the record's exception (a CUDA OOM here) types it (blind5/27)."""
+    check([PRELUDE, EE + "EngineCore hit an exception: Traceback (most recent call last):",
+           EE + '  File "/v/core.py", line 378, in run_engine_core', EE + "    engine_core = EngineCoreProc()",
+           EE + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 350.00 MiB.", EE, AFTER], [])

@@ -533,6 +533,8 @@ static int analyze_line(const char *s, Py_ssize_t n, int year, LI *li, int valid
     if (isdig((char)c0)) {  /* kubectl/docker -t RFC 3339 stamp */
         for (Py_ssize_t i = 0; i < n && i < 12; i++) if ((unsigned char)s[i] >= 0x80) return L_BAIL;
         if (n > 10 && s[4] == '-' && s[10] == 'T') return L_BAIL;
+        /* FastChat's "YYYY-MM-DD HH:MM:SS | LEVEL | name | …" (envelope.FASTCHAT): Python's */
+        if (n > 24 && s[4] == '-' && s[10] == ' ' && s[19] == ' ' && s[20] == '|' && s[21] == ' ') return L_BAIL;
     }
     if (c0 != '(' && c0 != '[' && !starts(s, n, "INFO") && !starts(s, n, "WARN") && !starts(s, n, "ERROR") &&
         !starts(s, n, "DEBUG") && !starts(s, n, "CRIT")) {
@@ -991,9 +993,21 @@ static int exc_line(const char *s, Py_ssize_t n) {
         if (i < n && s[i] == '.') { i++; continue; }
         break;
     }
-    if (i < n && s[i] != ':') return 0;
     Py_ssize_t cl = i - comp;
     const char *cs = s + comp;
+    /* Ray: "ray.exceptions.RayTaskError(RuntimeError): …" (as envelope.EXC_LINE) */
+    if (i < n && s[i] == '(') {
+        Py_ssize_t j = i + 1;
+        if (j >= n) return 0;
+        unsigned char c0 = (unsigned char)s[j];
+        if (c0 >= 0x80) return -1;
+        if (!((c0 >= 'a' && c0 <= 'z') || (c0 >= 'A' && c0 <= 'Z') || c0 == '_')) return 0;
+        while (j < n && (isword((unsigned char)s[j]) || s[j] == '.')) j++;
+        if (j < n && (unsigned char)s[j] >= 0x80) return -1;
+        if (j >= n || s[j] != ')') return 0;
+        i = j + 1;
+    }
+    if (i < n && s[i] != ':') return 0;
     if (cl == 9 && memcmp(cs, "Exception", 9) == 0) return 1;
     for (size_t k = 0; k < sizeof SUF / sizeof *SUF; k++) {
         Py_ssize_t sl = (Py_ssize_t)strlen(SUF[k]);
@@ -1759,7 +1773,9 @@ static int rec_start(Scan *sc, Rec *r, const LI *li, const char *line, Py_ssize_
         r->lvl = li->lvl; r->L = li->L;
         r->mo = li->mo; r->hh = li->hh; r->mi = li->mi; r->ss = li->ss; r->frac_none = 1;
         r->src = li->srcs; r->srcn = li->srcn;
-        if (starts(msg, mn, "Traceback")) r->tb = 1;
+        /* also V1 0.7-0.8's "EngineCore hit an exception: Traceback (most recent call last):" (as parser.py) */
+        if (starts(msg, mn, "Traceback") || (mn >= 34 && memcmp(msg + mn - 34, "Traceback (most recent call last):", 34) == 0))
+            r->tb = 1;
         else if (mn && msg[mn - 1] == ':') r->raw_cont = 3;
         else if (starts(msg, mn, "Exception in callback ")) { r->raw_cont = 5; r->cont = 1; }
     } else if (li->shape == L_UVI) {

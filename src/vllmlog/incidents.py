@@ -37,6 +37,8 @@ CROSS_FILE_S = 120.0
 #: Symptoms that lead to each other join one incident when the later starts within this long after the
 #: earlier ended.
 JOIN_S = 600.0
+#: Two symptoms of kinds that feed each other, begun within this many seconds: neither is upstream of the other.
+MUTUAL_TIE_S = 30.0
 
 #: How specific a category is as a root cause (a named mechanism beats a generic one).
 SPECIFICITY = {
@@ -298,12 +300,22 @@ def _depths(syms: list[Symptom]) -> dict[int, int]:
     """Causal depth of each symptom in a group: 0 for those nothing in the group leads to, else 1 + the
     smallest depth of what leads to them."""
     depth: dict[int, int] = {}
+
+    def upstream(o: Symptom, s: Symptom) -> bool:
+        # kinds that feed each other (a queue slows first tokens, slow prefill builds a queue): the one that began
+        # clearly first is upstream; begun together, neither is
+        if not _leads(o, s):
+            return False
+        if not _leads(s, o):
+            return True
+        return o.onset is not None and s.onset is not None and (s.onset - o.onset).total_seconds() > MUTUAL_TIE_S
+
     for s in syms:
-        if not any(o is not s and _leads(o, s) and not _leads(s, o) for o in syms):
+        if not any(o is not s and upstream(o, s) for o in syms):
             depth[id(s)] = 0
     for _ in range(len(syms)):
         for s in syms:
-            ps = [depth[id(o)] for o in syms if o is not s and id(o) in depth and _leads(o, s)]
+            ps = [depth[id(o)] for o in syms if o is not s and id(o) in depth and upstream(o, s)]
             if id(s) not in depth and ps:
                 depth[id(s)] = 1 + min(ps)
     for s in syms:

@@ -34,9 +34,14 @@ PYLOG = re.compile(
     r"^(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))? - ([\w.]+) - (DEBUG|INFO|WARNING|ERROR|CRITICAL) - (.*)$",
     re.S,
 )
+# FastChat's workers log "%(asctime)s | %(levelname)s | %(name)s | %(message)s" and capture vLLM's stdout/stderr
+# through it: "2026-12-27 10:02:05 | INFO | stdout | INFO 12-27 10:02:05 llm_engine.py:73] …"
+FASTCHAT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \| (DEBUG|INFO|WARNING|ERROR|CRITICAL) \| ([\w.-]+) \| ")
 UVICORN = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE):\s+(.*)$", re.S)
 EXC_LINE = re.compile(
-    r"^((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Timeout|Cancelled|Fault)|Exception))(?::\s?(.*))?$"
+    # Ray prints the remote exception's type after its own: "ray.exceptions.RayTaskError(RuntimeError): …"
+    r"^((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Timeout|Cancelled|Fault)|Exception)"
+    r"(?:\([A-Za-z_][\w.]*\))?)(?::\s?(.*))?$"
 )
 TB_STARTS = (
     "Traceback (most recent call last)",

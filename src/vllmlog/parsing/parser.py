@@ -19,7 +19,7 @@ from ..model import Event
 from . import engine, failures, handbook, raw, requests, runtime, startup, uvicorn  # noqa: F401  (register patterns)
 from . import fast
 from .fields import dumps_safe
-from .envelope import (ANSI, DOCKER, EXC_LINE, JOURNAL, K8S_PREFIX, K8S_TS, PROC, PYLOG, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM,
+from .envelope import (ANSI, DOCKER, EXC_LINE, FASTCHAT, JOURNAL, K8S_PREFIX, K8S_TS, PROC, PYLOG, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM,
                        is_tb_continuation)
 from .registry import MESSAGES, RAW, LinePattern
 from .templates import template
@@ -354,6 +354,19 @@ class LineParser:
                 if m:
                     wrap_ts = m.group(1)
                     s = s[m.end():]
+                    c0 = s[:1]
+            if c0.isdigit() and len(s) > 24 and s[4] == "-" and s[10] == " " and s[19:22] == " | ":
+                m = FASTCHAT.match(s)
+                if m:
+                    inner = s[m.end():]
+                    if vllm_match(inner) or UVICORN.match(inner) or PROC.match(inner):
+                        # vLLM's own line, captured by FastChat's stdout/stderr logger: read it as vLLM wrote it
+                        wrap_ts = m.group(1).replace(" ", "T")
+                        s = inner
+                    else:
+                        # FastChat's own record, or a raw line (a traceback) on stderr: the shape of Python logging's
+                        # "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (PYLOG below), the logger as source
+                        s = f"{m.group(1)} - {m.group(3)} - {m.group(2)} - {inner}"
                     c0 = s[:1]
             if " | " in s[:72] and c0 != "(" and c0 != "[":
                 m = DOCKER.match(s)
@@ -780,7 +793,8 @@ def _c_classify(key: str) -> tuple[Any, ...]:
     r.texts.append("")
     if shape == "E":
         r.env = True
-        r.tb = r.msg.startswith("Traceback")
+        # as the Python path does: V1 0.7–0.8 print "EngineCore hit an exception: Traceback (most recent call last):"
+        r.tb = r.msg.startswith("Traceback") or r.msg.endswith("Traceback (most recent call last):")
     elif shape == "U":
         r.fields = {"_uvicorn": True}
     else:

@@ -19,6 +19,9 @@ _DIST_EXC = re.compile(r"DistBackendError|DistNetworkError|DistStoreError|RayAct
                        r"nccl(?:Internal|UnhandledCuda|System|Remote|InvalidUsage)Error|Gloo|collective operation timeout")
 
 
+_CUDA_FAULT = re.compile(r"CUDA error: (?!.*\bnccl)", re.I)
+_NCCL_OWN = re.compile(r"NCCL error|nccl\w*Error|collective operation timeout|ncclUnhandledCudaError")
+
 #: A watchdog/timeout line is logged when the wait ends: the collective got stuck before it.
 _LATE = re.compile(r"[Ww]atchdog|[Tt]ime(?:d)? ?out")
 
@@ -60,6 +63,10 @@ class NcclCollectiveFailure(Rule):
             evs += [e for e in v.events if not v.in_shutdown(e.line) and e.kind not in ("nccl_timeout", "nccl_error") and (
                 (e.kind in ("log", "traceback", "unparsed") and e.level in ("ERROR", None) and _DIST.search(e.text))
                 or _DIST_EXC.search(str(e.fields.get("exc_type") or "") + " " + str(e.fields.get("exc_message") or "")))]
+            # a CUDA fault (illegal memory access, device-side assert …) surfaces through Ray's RayTaskError and the NCCL
+            # watchdog ("watchdog thread terminated with exception: CUDA error: …"): the kernel fault is the cause, the
+            # collective only carried it — unless NCCL itself failed (NCCL error / timeout)
+            evs = [e for e in evs if not (_CUDA_FAULT.search(e.text) and not _NCCL_OWN.search(e.text))]
             evs.sort(key=lambda e: e.line)
             if not evs:
                 continue

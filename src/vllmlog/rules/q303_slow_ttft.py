@@ -64,7 +64,9 @@ class SlowTtft(Rule):
                              f"~{rate:.0f} prompt tokens/s, 0.0 generation tokens/s)")
                 if budget:
                     parts.append(f"chunked-prefill budget max_num_batched_tokens={int(budget)}")
-                times += [s.ts for s in st if s.ts]
+                if len(stretches) > 1:
+                    parts[-1] += f", the longest of {len(stretches)} such stretches"
+                times += [s.ts for x in stretches for s in x if s.ts]  # every stretch: the first began the trouble
             if j_slow:
                 slow_j.sort(key=lambda j: -j.ttft_s)
                 evid += [Evidence(j.file, j.last_line, "") for j in slow_j[:3] if j.last_line]
@@ -88,5 +90,17 @@ class SlowTtft(Rule):
                             "waits for many sequential steps." if budget and budget < 4096 else
                             "Prefill (or queueing before it) takes longer than the TTFT target."),
                 remediation="; ".join(rem) + ".",
-                data={"max_ttft_s": thr, "max_num_batched_tokens": budget},
+                data={"max_ttft_s": thr, "max_num_batched_tokens": budget,
+                      "prefill_only_intervals": sum(len(s) for s in stretches)},
             )
+
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """Prefill that runs for intervals with nothing generated holds up every first token — and, while no seat
+        or KV limit binds, it is what keeps the waiting requests waiting (the prefill is the bottleneck)."""
+        if not finding.data.get("prefill_only_intervals"):
+            return None
+        if symptom.kind == "slow" and symptom.data.get("prefill_s") is not None:
+            return True
+        if symptom.kind == "queueing" and symptom.data.get("binding") in (None, "unknown"):
+            return True
+        return None

@@ -58,12 +58,23 @@ class RejectedRequests(Rule):
             paths = Counter(str(e.fields.get("path")) for e in rej)
             ok_same = sum(run.http_paths.get(p, 0) for p in paths) - len(rej)
             mixed = ok_same > 0
-            cat = "request_too_long" if mixed else "bad_request_params"
             lim = u.num(u.arg(v, "max_model_len"))
+            # how long a prompt must be to overflow the context, given what the accepted requests asked for: when most
+            # requests fail and overflowing would take a prompt of half the context or more, the length is not the
+            # likely reason — a parameter most of the client's calls carry is
+            asked = [j.max_tokens for j in v.journeys if getattr(j, "max_tokens", None)]
+            need = (lim - max(asked)) if lim and asked else None
+            long_shot = need is not None and lim and need >= 0.5 * lim and share >= 0.5
+            cat = "request_too_long" if mixed and not long_shot else "bad_request_params"
             guess = (f"the same endpoints also answered {ok_same} requests successfully, so specific requests are "
-                     f"rejected — most often prompt + max_tokens above --max-model-len {u.ints(lim)}" if mixed else
+                     f"rejected — most often prompt + max_tokens above --max-model-len {u.ints(lim)}"
+                     if cat == "request_too_long" else
+                     f"{share:.0%} of requests fail, and with max_tokens ≤ {u.ints(max(asked))} a prompt would need "
+                     f"{u.ints(need)}+ tokens to overflow --max-model-len {u.ints(lim)} — most often an invalid or "
+                     f"unsupported parameter most calls carry" if mixed else
                      "every request to these endpoints was rejected — most often an invalid or unsupported parameter "
                      "sent by the client")
+            mixed = cat == "request_too_long"
             yield self.finding(
                 f"{len(rej)} requests rejected with HTTP {'/'.join(sorted({str(e.fields.get('http_status')) for e in rej}))} "
                 f"on {', '.join(p for p, _ in paths.most_common(3))} ({share:.0%} of API requests) and no reason in the "

@@ -23,6 +23,11 @@ def killed_workers(v: u.ServerView, serving: bool) -> list:
     """worker_died events with a SIGKILL-like exit code and no earlier error explaining them."""
     out = []
     for e in v.of("worker_died"):
+        if "exit_code" not in e.fields:
+            # releases before ~0.10 print no exit code ("… died unexpectedly, shutting down executor."): nothing
+            # says SIGKILL, so nothing says the OOM killer (a worker that died of its own error elsewhere, or was
+            # killed for another reason) — a kernel OOM line is what would (E406 looks for it)
+            continue
         code = e.fields.get("exit_code")
         code = None if code in (None, "None") else int(u.num(code) or 0)
         if code not in KILLED or v.serving(e.line) != serving or v.in_shutdown(e.line):

@@ -46,6 +46,14 @@ def _errors(st: ServiceState) -> list[Event]:
 def describe(e: Event) -> str:
     """What a record says went wrong: ``Type: message`` of its exception, else its message (no colour codes)."""
     xt, xm = e.fields.get("exc_type"), e.fields.get("exc_message")
+    chain = e.fields.get("exc_chain") or []
+    if xt and "EngineDead" in str(xt) and len(chain) > 1:
+        # "… direct cause of the following exception: AsyncEngineDeadError: Task finished unexpectedly": the cause
+        # is the first exception of the chain (a ValueError in the scheduler, a CUDA error …)
+        first = str(chain[0])
+        if "EngineDead" not in first.split(":", 1)[0]:
+            t, _, m = first.partition(": ")
+            return f"{t.rsplit('.', 1)[-1]}: {m}" if m else t.rsplit(".", 1)[-1]
     if xm:
         return f"{str(xt).rsplit('.', 1)[-1]}: {xm}" if xt else str(xm)
     return ANSI.sub("", u.msg_of(e))
@@ -94,7 +102,7 @@ def never_ready(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     else:
         what = f"stuck after '{stage}' for {u.secs(stuck_s)} with no further start-up progress"
     yield Symptom(
-        "never_ready", st.file, st.index, Severity.CRITICAL, f"The server never became ready: {what}.",
+        "never_ready", st.file, st.index, Severity.CRITICAL, f"The server never became ready: {what.rstrip('. ')}.",
         onset=root.ts if root is not None else v.srv.start_ts, end=v.srv.end_ts,
         trend="recovered" if lc.restarted else "stable", evidence=u.dedupe(evid, 8),
         category=None if errs else "engine_hang", process=root.process if root is not None else None,
@@ -150,7 +158,7 @@ def dead(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             if root.kind == "replica_stopped" and first_e is root else describe(first_e)[:160])
     yield Symptom(
         "dead", st.file, st.index, Severity.CRITICAL,
-        f"The engine died while serving: {what}" + (f" ({', '.join(dmg)})" if dmg else "") + ".",
+        f"The engine died while serving: {what.rstrip('. ')}" + (f" ({', '.join(dmg)})" if dmg else "") + ".",
         onset=first_e.ts or root.ts, end=am.last_ts or root.ts, trend="recovered" if recovered else "stable",
         evidence=u.dedupe(evid, 10), process=first_e.process or root.process,
         data={"failed_requests": am.failed_requests, "http_5xx": am.http_5xx, "root_line": first_e.line,
