@@ -48,6 +48,9 @@ PHASES = ("process start", "workers / device", "model load", "weights", "compile
 """Phase names: the traced waterfall's, plus ``engine init`` (vLLM's ``init engine (profile, create kv cache,
 warmup model) took X`` when the log does not break it down) and ``API server`` (engine ready → server ready)."""
 
+#: No start-up phase lasts longer than this (30 days): a larger logged duration is not a duration.
+_MAX_PHASE_S = 30 * 86400.0
+
 
 @dataclass(frozen=True)
 class Phase:
@@ -363,6 +366,8 @@ def _server_startup(srv: ServerRun, index: int, events: Sequence[Event], ready_l
         if seg.base == "KV cache" and seg.end is not None and seg.end.kind in ("kv_cache_size", "kv_cache_blocks"):
             parts = parts[1:] + parts[:1]  # warm-up/compile runs first, the KV cache is sized at the end
         for name, secs, src, ev, detail in parts:
+            if not (secs < _MAX_PHASE_S):  # a hostile or corrupt "took N seconds" (inf, nan, 10**400): no phase
+                continue
             if secs <= 0 and not (is_open and name == open_seg.base):  # type: ignore[union-attr]
                 continue
             end = t + timedelta(seconds=secs)
@@ -413,9 +418,14 @@ def _compile_subs(seg: _Seg, evs: list[Event], tsrc: str) -> None:
 def _len(seg: _Seg, tsrc: str, ts_diff: float = 0.0) -> tuple[float, float]:
     """(segment length, its base phase's part): the timestamps' difference, or more when vLLM's own
     durations say so (1-second timestamps)."""
-    stated = sum(s for _, s, _, _, _ in seg.subs)
-    length = max(ts_diff, stated, seg.umbrella or 0.0)
+    stated = sum(_dur(s) for _, s, _, _, _ in seg.subs)
+    length = max(_dur(ts_diff), stated, _dur(seg.umbrella or 0.0))
     return length, max(0.0, length - stated)
+
+
+def _dur(x: float) -> float:
+    """A logged duration, or 0 when it cannot be one (inf, nan, negative, beyond ``_MAX_PHASE_S``)."""
+    return x if 0.0 <= x < _MAX_PHASE_S else 0.0
 
 
 def _base_source(seg: _Seg, tsrc: str) -> str:
