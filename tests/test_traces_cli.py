@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from vllmlog.cli import main
 
@@ -39,15 +40,25 @@ def test_requests_json_finds_every_client_request(capsys) -> None:
         assert ok / n >= 0.95
 
 
-def test_summary_json_percentiles_from_traced_values(capsys) -> None:
-    log, traces, _ = T1
+@pytest.mark.parametrize("run", [T1, T2], ids=["T1", "T2"])
+def test_summary_json_percentiles_from_traced_values(capsys, run) -> None:
+    """The issue's second bar: `summary --json` latency percentiles come from the traced values and equal
+    numpy over them — the values read straight from the OTLP file, not through vllmlog."""
+    log, traces, _ = run
     doc = _json(capsys, ["summary", "--json", str(log), "--traces", str(traces), "--year", "2026"])
-    ttfts = np.array([r["value"]["doubleValue"] for line in traces.read_text().splitlines()
-                      for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]
-                      for r in s["attributes"] if r["key"] == "gen_ai.latency.time_to_first_token"])
-    lat = doc["latency"]["ttft_s"]
-    assert lat["sources"] == {"traced": 60} and lat["p95"] == float(np.percentile(ttfts, 95))
-    assert doc["traces"]["join"]["joined"] == 60 and doc["startup"][0]["complete"] is True
+    spans = [{a["key"]: a["value"] for a in s["attributes"]} for line in traces.read_text().splitlines()
+             for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]
+             if s["name"] == "llm_request"]
+    n = len(spans)
+    for metric, attr in (("ttft_s", "time_to_first_token"), ("e2e_s", "e2e"), ("queue_s", "time_in_queue"),
+                         ("prefill_s", "time_in_model_prefill")):
+        vals = np.array([s[f"gen_ai.latency.{attr}"]["doubleValue"] for s in spans])
+        lat = doc["latency"][metric]
+        assert lat["sources"] == {"traced": n} and lat["count"] == n and lat["basis"] == "measured"
+        for p in (50, 90, 95, 99):
+            assert lat[f"p{p}"] == float(np.percentile(vals, p)), (metric, p)
+        assert lat["max"] == float(vals.max()) and lat["min"] == float(vals.min())
+    assert doc["traces"]["join"]["joined"] == n and doc["startup"][0]["complete"] is True
 
 
 def test_analyze_json_has_the_waterfall_and_trace_counts(capsys, tmp_path: Path) -> None:
