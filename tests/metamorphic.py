@@ -22,7 +22,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable, Iterable
@@ -55,8 +55,15 @@ class Log:
     """A log's lines and the time each was written (``None`` before the first stamped line)."""
 
     lines: list[str]
-    times: list[datetime | None] = field(default_factory=list)
+    _times_: list[datetime | None] | None = None
     year: int = YEAR
+
+    @property
+    def times(self) -> list[datetime | None]:
+        """Per line, when it was written (computed on first use: most transformations never ask)."""
+        if self._times_ is None:
+            self._times_ = self._times()
+        return self._times_
 
     @classmethod
     def read(cls, path: str | Path, year: int = YEAR) -> "Log":
@@ -68,9 +75,7 @@ class Log:
 
     @classmethod
     def of(cls, lines: list[str], year: int = YEAR) -> "Log":
-        log = cls(list(lines), [], year)
-        log.times = log._times()
-        return log
+        return cls(list(lines), None, year)
 
     # ---- time ------------------------------------------------------------------------------------
     def _times(self) -> list[datetime | None]:

@@ -368,3 +368,27 @@ def test_seat_limit_the_traffic_never_exceeds(base: str, seats: int, tmp_path: P
     seat, so nothing changes."""
     dg = diagnose(M.set_arg(base_log(base), "max_num_seqs", seats), tmp_path)
     assert headline(dg) == headline(base_diag(base))
+
+
+_ROTATED = ("two rotated pieces of one server's log (server.log.1, server.log) are diagnosed as two files: the second "
+            "is a server run of its own that starts mid-run, so {what}")
+
+
+@pytest.mark.parametrize("base", [
+    "T1-traced", "P1-dead", "05-bad-input", "46-v0-burst", "49-v1-seats",
+    pytest.param("P2-hang", marks=pytest.mark.xfail(strict=True, reason=_ROTATED.format(
+        what="the SIGSTOP stall, whose 0-tokens/s interval is in the first piece and whose resumed stats are in the "
+             "second, is seen by neither (degraded, client_abort instead of failing, engine_hang)"))),
+    pytest.param("02-queue", marks=pytest.mark.xfail(strict=True, reason=_ROTATED.format(
+        what="the seat limit (max_num_seqs 4) stated in the first piece's args line is unknown to the second, where "
+             "the deep queue is, and the run is called healthy"))),
+])
+@pytest.mark.parametrize("order", ["oldest-first", "newest-first"])
+def test_rotated_log_in_two_files(base: str, order: str, tmp_path: Path) -> None:
+    """``diagnose server.log.1 server.log`` (logrotate cut the file in the middle) says what the whole log says."""
+    log = base_log(base)
+    n = len(log.lines) // 2
+    old = M.Log.of(log.lines[:n]).write(tmp_path / "server.log.1")
+    new = M.Log.of(log.lines[n:]).write(tmp_path / "server.log")
+    dg = run_diagnosis(load([old, new] if order == "oldest-first" else [new, old], year=M.YEAR))
+    assert headline(dg) == headline(base_diag(base))
