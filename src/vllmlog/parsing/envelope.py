@@ -20,7 +20,7 @@ PROC = re.compile(r"^\(([^()]*?\bpid=\d+[^()]*)\)\s?")
 # torch.distributed's per-rank stderr prefix on Python output: "[rank0]: Traceback …" (a colon and a space; the
 # C++ log lines "[rank0]:[E1110 …] …" have no space and keep their prefix, their patterns read it)
 TORCH_RANK = re.compile(r"^\[rank(\d+)\]:(?: |$)")  # an empty line of the stream may have lost its space
-RAY_REPEAT = re.compile(r"\s*\[repeated (\d{1,18})x across cluster\]\s*$")
+RAY_REPEAT = re.compile(r"(?<!\s)\s*\[repeated (\d{1,18})x across cluster\]\s*$")
 # vLLM's prefix: "LEVEL MM-DD HH:MM:SS [file.py:N] msg"; also with fractional seconds (",123" / ".123456")
 # and with a year ("LEVEL 2026-12-01T18:31:27.123 [file.py:N] msg": `vllmlog logging-config --format text`)
 VLLM = re.compile(

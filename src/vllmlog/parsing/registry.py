@@ -16,6 +16,12 @@ from .fields import converter
 
 Post = Callable[[dict[str, Any]], None]
 
+SEARCH_LIMIT = 65536
+"""Characters of a message an unanchored (``contains``) pattern may scan: what an event keeps of its text
+(``parser.MAX_TEXT``), so evidence always shows what matched. Anchored (``prefix``) patterns read the
+whole message (a request-logger line's parameters follow its prompt); every pattern is linear in the
+text it scans (tests/test_robust_regex.py feeds each a 1 MB adversarial line)."""
+
 
 @dataclass(slots=True)
 class LinePattern:
@@ -77,7 +83,7 @@ class LinePattern:
         if self.contains is not None and self.contains not in msg:
             return None
         c = self._compiled or self.compiled
-        m = c.match(msg) if self.prefix is not None else c.search(msg)
+        m = c.match(msg) if self.prefix is not None else c.search(msg, 0, SEARCH_LIMIT)
         if m is None:
             return None
         rid = m.group(self._rid) if self._rid else None

@@ -11,7 +11,6 @@ from .registry import MESSAGES, LinePattern
 _RID = r"(?P<request_id>\S+?)"
 _MAXTOK = re.compile(r"\bmax_tokens=(\d+)")
 _N = re.compile(r"SamplingParams\(n=(\d+)")
-_IDS = re.compile(r"prompt_token_ids: \[([^\]]*)\]")
 _IDS_LEN = re.compile(r"prompt_token_ids len: (\d+)")
 
 
@@ -27,9 +26,12 @@ def _received(f: dict[str, Any]) -> None:
     if m:
         f["prompt_tokens"] = to_int(m.group(1))
     else:
-        m = _IDS.search(body)
-        if m and "..." not in m.group(1):
-            inner = m.group(1).strip()
+        # what _IDS.search finds, without a regex scan from every occurrence to the end (quadratic)
+        i = body.find("prompt_token_ids: [")
+        j = body.find("]", i + 19) if i >= 0 else -1
+        inner = body[i + 19 : j] if j >= 0 else None
+        if inner is not None and "..." not in inner:
+            inner = inner.strip()
             f["prompt_tokens"] = inner.count(",") + 1 if inner else 0
 
 

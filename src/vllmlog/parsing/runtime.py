@@ -11,7 +11,7 @@ from typing import Any
 from .fields import to_float, to_int
 from .registry import MESSAGES, RAW, LinePattern
 
-_KV = re.compile(r"(\w+)=([^\s,]+)")
+_KV = re.compile(r"(?<!\w)(\w+)=([^\s,]+)")
 
 
 def _shutdown(f: dict[str, Any]) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 from .fields import to_float, to_int, to_ratio
 
 _SPLIT = re.compile(r",\s+(?=[A-Z][^:,]*:\s)")
-_KV_FETCH = re.compile(r"(\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
-_NUM = re.compile(r"-?[\d,]*\.?\d+(?:[eE][-+]?\d+)?|nan|inf")
+_KV_FETCH = re.compile(r"(?<!\d)(\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
+_NUM = re.compile(r"(?<![\d,])-?[\d,]*\.?\d+(?:[eE][-+]?\d+)?|nan|inf")
 
 # label → (field, converter)
 _KNOWN: dict[str, tuple[str, Any]] = {
