@@ -392,3 +392,14 @@ def test_rotated_log_in_two_files(base: str, order: str, tmp_path: Path) -> None
     new = M.Log.of(log.lines[n:]).write(tmp_path / "server.log")
     dg = run_diagnosis(load([old, new] if order == "oldest-first" else [new, old], year=M.YEAR))
     assert headline(dg) == headline(base_diag(base))
+
+
+@pytest.mark.parametrize("base", ["T1-traced", "P2-hang"])
+@pytest.mark.parametrize("year", [2028, M.YEAR])
+def test_leap_day_log(base: str, year: int, tmp_path: Path) -> None:
+    """A log that runs across 02-29 → 03-01 (2028), read with the right year or with a non-leap ``--year``: the same
+    verdict, no line lost to an impossible date."""
+    log = M.shift_to(M.Log.of(base_log(base).lines, 2028), datetime(2028, 2, 29, 23, 59, 0))
+    assert any(" 02-29 " in s for s in log.lines) and any(" 03-01 " in s for s in log.lines)
+    dg = run_diagnosis(load(log.write(tmp_path / "leap.log"), year=year))
+    assert headline(dg) == headline(base_diag(base))
