@@ -232,3 +232,16 @@ def test_compute_bound_cpu_server_is_recognised(both):
     w = next(w for w in s.whatifs if w.key == "max_num_seqs")
     assert "compute-bound" in w.note
     assert any(a.startswith("compute is the limit") for a in s.advice)
+
+
+def test_analyze_report_has_a_capacity_section(tmp_path):
+    from vllmlog.analyze import analyze
+    from vllmlog.export.html import render_report
+
+    html = render_report(analyze([str(KV)], year=2026))
+    sec = html[html.index("<section id='capacity'>"):]
+    sec = sec[:sec.index("</section>")]
+    assert "bound by KV cache" in sec
+    assert "remove --num-gpu-blocks-override 16" in sec
+    assert "&#x27;KV cache size&#x27; start-up line" in sec  # escaped
+    assert "<a href='#capacity'>" in html

@@ -59,14 +59,23 @@ def busy(xs: Sequence[Interval]) -> list[Interval]:
     return [x for x in xs if x.running > 0]
 
 
-def measure(st: ServiceState, client: Sequence[ClientRecord] = ()) -> Load:
-    """The load of one server run from its journeys, stats lines and (optionally) the client's records."""
+def request_numbers(journeys: Sequence[Any]) -> dict[str, Any]:
+    """``requests``, ``tokens`` and ``latency`` of some journeys, as ``numbers.compute`` shapes them (its
+    ``RequestStats``: the same computation, over one server run's journeys)."""
+    rs = fold(journeys)
+    return {"requests": rs.requests_dict(), "tokens": rs.tokens_dict(), "latency": rs.latency_dict()}
+
+
+def measure(st: ServiceState, client: Sequence[ClientRecord] = (), numbers: dict[str, Any] | None = None) -> Load:
+    """The load of one server run from its journeys, stats lines and (optionally) the client's records.
+
+    ``numbers``: ``numbers.compute`` of a run whose journeys are exactly this server run's (not folded again)."""
     ld = Load()
     cfg = st.config
     journeys = st.view.journeys
-    rs = fold(journeys)
-    ld.requests = rs.total
-    rate = rs.rate()
+    doc = numbers if numbers is not None else request_numbers(journeys)
+    ld.requests = doc["requests"]["total"]
+    rate = doc["requests"]["rate"]
     ld.rate_per_s = rate["per_s"]
     f = ld.figures
     if rate["per_s"] is not None:
@@ -94,7 +103,7 @@ def measure(st: ServiceState, client: Sequence[ClientRecord] = ()) -> Load:
                             f"Running + Waiting of {len(bx)} busy stats intervals"))
         f.append(Figure("running_max", "Running (peak)", ld.running_max, "req", LOGGED, "stats lines"))
         f.append(Figure("waiting_max", "Waiting (peak)", max(x.waiting for x in xs), "req", LOGGED, "stats lines"))
-    ld.lengths = lengths(st, rs, client)
+    ld.lengths = lengths(st, doc["tokens"], client)
     L = ld.lengths
     if L.prompt is not None:
         f.append(Figure("prompt_tokens_mean", "prompt length (mean)", L.prompt, "tokens", L.basis, L.source))
@@ -122,7 +131,7 @@ def measure(st: ServiceState, client: Sequence[ClientRecord] = ()) -> Load:
     if hits:
         f.append(Figure("prefix_cache_hit_rate", "prefix-cache hit rate (median, busy)", describe(hits)["p50"], "%",
                         LOGGED, f"stats lines ({len(hits)} busy intervals)"))
-    lat = rs.latency_dict()
+    lat = doc["latency"]
     e2e, ttft = lat["e2e_s"], lat["ttft_s"]
     if e2e["count"]:
         ld.e2e_mean_s, ld.e2e_basis = e2e["mean"], e2e["basis"]
@@ -152,14 +161,13 @@ def _buckets(ts: list[datetime], width: float) -> list[tuple[datetime, float]]:
     return [(t0 + timedelta(seconds=i * width), c / width) for i, c in enumerate(counts)]
 
 
-def lengths(st: ServiceState, rs: Any, client: Sequence[ClientRecord]) -> Lengths:
+def lengths(st: ServiceState, tok: dict[str, Any], client: Sequence[ClientRecord]) -> Lengths:
     """Mean prompt/output tokens: the journeys' own counts (logged or traced), else the client's records, else
     the stats lines' throughput integrated over their intervals ÷ the requests that reached the engine."""
     L = Lengths()
     mt = [j.max_tokens for j in st.view.journeys if j.max_tokens]
     if mt:
         L.max_tokens_mean = math.fsum(mt) / len(mt)
-    tok = rs.tokens_dict()
     if tok["prompt"]["count"] and tok["output"]["count"]:
         L.prompt, L.output = tok["prompt"]["mean"], tok["output"]["mean"]
         L.output_p95, L.prompt_p95 = tok["output"]["p95"], tok["prompt"]["p95"]

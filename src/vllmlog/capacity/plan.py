@@ -102,8 +102,9 @@ class CapacityPlan:
 
 
 def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None = None, headroom: float = 0.1,
-         client: Sequence[ClientRecord] = ()) -> CapacityPlan:
-    """The capacity plan of ``run``. ``client``: the load generator's records (lengths, latency) when the log lacks them."""
+         client: Sequence[ClientRecord] = (), numbers: dict[str, Any] | None = None) -> CapacityPlan:
+    """The capacity plan of ``run``. ``client``: the load generator's records (lengths, latency) when the log lacks
+    them; ``numbers``: ``numbers.compute(run)`` when already computed (used for a run of one server run)."""
     from ..state import service_states
 
     slo = slo or SloTargets()
@@ -119,7 +120,9 @@ def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None =
         # runs of the same model on the same device share one step-time model when this run alone shows too few
         # batch sizes (their throughput at a batch size is a property of model × device, not of the flags)
         peers = [o for o in states if o is not st and _peers(o, st)]
-        out.servers.append(server_plan(st, slo, target_rate, headroom, _client_for(st, client), peers))
+        whole = numbers if numbers is not None and len(states) == 1 and len(st.view.journeys) == len(run.journeys) \
+            else None
+        out.servers.append(server_plan(st, slo, target_rate, headroom, _client_for(st, client), peers, whole))
     out.checks = cross_checks(out.servers, states)
     return out
 
@@ -148,10 +151,11 @@ def _client_for(st: ServiceState, client: Sequence[ClientRecord]) -> list[Client
 
 
 def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroom: float,
-                client: Sequence[ClientRecord] = (), peers: Sequence[ServiceState] = ()) -> ServerCapacity:
+                client: Sequence[ClientRecord] = (), peers: Sequence[ServiceState] = (),
+                numbers: dict[str, Any] | None = None) -> ServerCapacity:
     """The plan of one serving server run (``peers``: other runs of the same model and device)."""
     s = facts(st)
-    ld = measure(st, client)
+    ld = measure(st, client, numbers)
     xs = st.intervals
     tp = fit_throughput(xs)
     if (tp is None or len(tp.batch_sizes) < 2) and peers:

@@ -79,7 +79,9 @@ def capacity_cmd(
         from ..client import read_client
 
         recs = read_client(client)
-    p = plan(run, slo=targets, target_rate=target_rate, headroom=headroom, client=recs)
+    from ..numbers import compute
+
+    p = plan(run, slo=targets, target_rate=target_rate, headroom=headroom, client=recs, numbers=compute(run, slo=targets) if len(run.servers) == 1 else None)
     if json_out:
         import orjson
 

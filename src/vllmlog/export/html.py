@@ -39,6 +39,7 @@ from ..redact import Redactor
 from ..textview import (basis_text, fmt_duration, latency_cell, plural, preemptions_text, rate_text, ratio_text,
                         resolution_text, span_text, unmeasured_lines, waiting_text)
 from .charts import MAX_POINTS, OK_STATUSES, _nice_step, build_charts, incident_windows, time_range
+from ..capacity.htmlview import capacity_section
 from .html_startup import client_section, startup_section
 
 MAX_REQUEST_ROWS = 2000
@@ -607,7 +608,7 @@ def render_report(
         "<nav><a href='#summary'>summary</a><a href='#incidents'>incidents</a><a href='#findings'>findings</a><a href='#timeline'>timeline</a>"
         "<a href='#startup'>start-up</a><a href='#charts'>charts</a><a href='#latency'>latency</a><a href='#waterfall'>slowest requests</a>"
         + ("<a href='#client'>client vs server</a>" if a.run.client else "") +
-        "<a href='#requests'>requests</a><a href='#problems'>warnings/errors</a><a href='#unknown'>unknown lines</a></nav>",
+        "<a href='#capacity'>capacity</a><a href='#requests'>requests</a><a href='#problems'>warnings/errors</a><a href='#unknown'>unknown lines</a></nav>",
         "<main>",
         _incidents(a, redactor),
         _findings(a, redactor),
@@ -625,6 +626,7 @@ def render_report(
         + _chart_divs(charts["distributions"], "chart small", none="No request latencies in this log.") + "</div></section>",
         "<section id='waterfall'><h2>Slowest requests</h2>" + _gantt(a, redactor) + "</section>",
         client_section(a, redactor),
+        capacity_section(a.run, a.numbers),
         _requests(a, redactor, max_request_rows),
         _grouped_problems(a, redactor),
         _unknown(a, redactor),
