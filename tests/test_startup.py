@@ -131,3 +131,18 @@ def test_engine_init_not_broken_down() -> None:
     by = s.by_phase()
     assert by["engine init"] == 176.2 and by["process start"] == pytest.approx(180 - 176.2)
     assert s.slowest().name == "engine init" and s.slowest().source == "logged"
+
+
+def test_of_server_in_a_crash_loop(tmp_path: Path) -> None:
+    """A failed start, then a good one in the same file: each server run gets its own start-up."""
+    log = tmp_path / "retry.log"
+    log.write_bytes((CORPUS / "vllm-cpu/06b-startup-fail-kv-cache-too-small.log").read_bytes()
+                    + (CORPUS / "vllm-cpu/00-cold-start-first-compile.log").read_bytes())
+    from vllmlog.startup import of_server
+
+    run = load(str(log), year=2026)
+    first, second = of_server(run, str(log), 0), of_server(run, str(log), 1)
+    assert first is not None and second is not None and of_server(run, str(log), 2) is None
+    assert first.stopped_in().name == "KV cache" and not first.ready
+    assert second.ready and second.stopped_in() is None and second.slowest().name == "compile / warm-up"
+    assert startups(run) is startups(run)  # computed once per Run

@@ -512,8 +512,40 @@ def _traced(w: Any, index: int, file: str) -> list[Phase]:
     return out
 
 
+_CACHE: list[tuple[Any, tuple[int, ...], list[Startup]]] = []
+
+
 def startups(run: Run) -> list[Startup]:
-    """One ``Startup`` per server start: traced when its loading spans are there, else from the log's lines."""
+    """One ``Startup`` per server start: traced when its loading spans are there, else from the log's lines
+    (computed once per Run: the timeline, the report and the diagnosis share it)."""
+    import weakref
+
+    size = (len(run.notable), len(run.servers), len(run.trace_spans), id(run.trace_spans))
+    for ref, n, res in _CACHE:
+        if ref() is run and n == size:
+            return res
+    res = _startups(run)
+    try:
+        _CACHE.append((weakref.ref(run), size, res))
+    except TypeError:  # not weak-referenceable: no cache
+        return res
+    if len(_CACHE) > 4:
+        _CACHE.pop(0)
+    return res
+
+
+def of_server(run: Run, file: str, index: int) -> Startup | None:
+    """The start-up of the server run ``index`` of ``file`` (``ServerRun.file``/``.index``, as the diagnosis's
+    ``ServiceState`` names it), or None when the log shows none."""
+    for s in startups(run):
+        if 0 <= s.server < len(run.servers):
+            srv = run.servers[s.server]
+            if srv.file == file and srv.index == index:
+                return s
+    return None
+
+
+def _startups(run: Run) -> list[Startup]:
     srvs = run.servers
     views = _views(run) if srvs else []
     out: dict[int, Startup] = {}
