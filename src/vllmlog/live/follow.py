@@ -2,22 +2,32 @@
 
 Poll-based (no inotify dependency): each ``poll()`` reads whatever bytes arrived, splits complete
 lines and keeps a partial last line until its newline arrives. A file is tracked by identity
-(device, inode) and size:
+(device, inode), size and a fingerprint of its first bytes (as Vector and Filebeat do):
 
 * **rotation by rename** / **replacement**: the path now names another inode → the rest of the old
   file is drained, then the new one is read from its start (a new *generation*);
-* **copytruncate** / **truncation**: same inode, size below our offset → read from 0 again;
-* **missing file** (not created yet, or between rename and re-create): keep polling.
+* **copytruncate** / **truncation**: same inode, and the size is below our offset *or* the first
+  bytes (up to ``FINGERPRINT_BYTES``) changed — a file truncated and regrown past our offset between
+  two polls → read from 0 again, nothing lost. A line the writer was in the middle of when the file
+  was truncated (its first part read, no newline yet) continues in the truncated file: its two parts
+  are joined into one line, not counted twice;
+* **missing file** (not created yet, or between rename and re-create): keep polling;
+* **not a regular file** (a directory, a socket …) where the file was: logged, counted
+  (``FollowStats.bad_type``), and polled until a file is back (``tail -F`` does the same); a **FIFO** is
+  read as a stream; a read error is logged, counted (``FollowStats.errors``) and the file reopened at the
+  offset it was read to when it is still the same file.
 
 Line numbers count from 1 in each generation, as ``wc -l`` counts that generation's file.
-Limitation shared with ``tail -F``: a truncation followed by more writes than we had read, all
-between two polls, cannot be seen (poll often, 0.1 s by default).
+What remains impossible (docs/watch.md): lines logrotate's copytruncate writes between its copy and its
+truncate are in neither file we can see; a truncation that rewrites the same first bytes and grows past
+our offset between two polls looks like growth.
 """
 
 from __future__ import annotations
 
 import os
 import select
+import stat as stat_mod
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -25,6 +35,8 @@ MAX_LINE = 1 << 20
 """Bytes of one physical line that are kept (the rest of an over-long line is dropped and counted)."""
 READ_CHUNK = 1 << 20
 """Bytes asked of ``os.read`` at a time."""
+FINGERPRINT_BYTES = 1024
+"""First bytes of a file compared at each poll to see a truncation the size cannot show."""
 
 
 @dataclass(slots=True)
@@ -55,6 +67,12 @@ class FollowStats:
     invalid_utf8_lines: int = 0
     nul_bytes_skipped: int = 0
     """NUL bytes at the start of a truncated file (the hole a non-appending writer leaves)."""
+    bad_type: int = 0
+    """Polls that found something other than a regular file or a FIFO at the path (a directory …)."""
+    errors: int = 0
+    """Read errors (the file was reopened)."""
+    joined_lines: int = 0
+    """Lines cut by a truncation mid-write whose two parts were joined."""
     events: list[str] = field(default_factory=list)
     """Recent human-readable notes (rotation, truncation, file appeared); the caller drains them."""
 
@@ -146,44 +164,74 @@ class FileFollower:
         return self._fd is not None
 
     def poll(self) -> list[Segment]:
-        """Read whatever arrived since the last call; never blocks."""
+        """Read whatever arrived since the last call; never blocks, never raises on the file's account."""
         out: list[Segment] = []
+        try:
+            self._poll(out)
+        except OSError as exc:  # EIO, a file turned into a directory between stat and read, …
+            self.stats.errors += 1
+            self._note(f"{self.path}: read error ({exc.strerror or exc}); reopening")
+            self._resume = (self._id, self._pos, self._fp, self.generation) if self._id is not None else None
+            self._close()
+        return out
+
+    def _poll(self, out: list[Segment]) -> None:
         if self._fd is None:
-            if not self._open(out):
-                return out
-        self._read(out, self.max_bytes_per_poll)
+            if self._open(out):
+                self._read(out, self.max_bytes_per_poll)
+            return
         try:
             st = os.stat(self.path)
-        except FileNotFoundError:
-            self.stats.missing_polls += 1
-            return out  # renamed away and not yet re-created: keep reading the old inode
-        except OSError:
-            return out
-        if (st.st_dev, st.st_ino) != self._id:
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError):
+                self.stats.missing_polls += 1
+            self._read(out, self.max_bytes_per_poll)  # renamed away, not yet re-created: read the old inode
+            return
+        if (st.st_dev, st.st_ino) != self._id or not (stat_mod.S_ISREG(st.st_mode) or stat_mod.S_ISFIFO(st.st_mode)):
             # rotated by rename / replaced: finish the old file, then start the new one
             self._read(out, None)
             self._end_generation(out)
             self.stats.rotations += 1
-            self.stats.events.append(f"{self.path}: file replaced (rotation); reading the new file from its start")
+            self._note(f"{self.path}: file replaced (rotation); reading the new file from its start")
             self._close()
             if self._open(out):
                 self._read(out, self.max_bytes_per_poll)
-            return out
-        if st.st_size < self._pos:
+            return
+        # checked before reading: a file truncated and regrown past our offset must not be read from that
+        # offset (the middle of the new content)
+        if not self._fifo and (st.st_size < self._pos or not self._same_head()):
+            why = f"{st.st_size} < {self._pos} bytes" if st.st_size < self._pos else "its first bytes changed"
+            carry = self._split.partial if not self._split.skipping else b""
+            self._split.partial = b""
             self._end_generation(out)
             self.stats.truncations += 1
-            self.stats.events.append(f"{self.path}: truncated ({st.st_size} < {self._pos} bytes); reading from the start")
+            self._note(f"{self.path}: truncated ({why}); reading from the start")
             self._pos = 0
+            self._fp = b""
             self.generation += 1
             self._split.lineno = 0
             self._new_gen = True
+            if carry:  # the writer was mid-line: the rest of that line is the truncated file's first bytes
+                self._split.partial = carry
+                self._carry = True
             # a writer without O_APPEND (``vllm serve > log``) keeps writing at its old offset after a
             # copytruncate: the file then starts with a hole that reads as NUL bytes
             self._strip_nul = True
-            os.lseek(self._fd, 0, os.SEEK_SET)  # type: ignore[arg-type]
-            self._read(out, self.max_bytes_per_poll)
-        self._size = st.st_size
-        return out
+            os.lseek(self._fd, 0, os.SEEK_SET)
+        self._read(out, self.max_bytes_per_poll)
+        self._size = max(st.st_size, self._pos)
+
+    def _same_head(self) -> bool:
+        """Whether the file still starts with the bytes we read from its start."""
+        fp = self._fp
+        if not fp or self._fd is None:
+            return True
+        return os.pread(self._fd, len(fp), 0) == fp
+
+    def _note(self, msg: str) -> None:
+        ev = self.stats.events
+        ev.append(msg)
+        del ev[:-100]
 
     def close(self) -> list[Segment]:
         """Stop following; return the partial last line, if any, as a final segment."""
@@ -196,25 +244,51 @@ class FileFollower:
     # ------------------------------------------------------------------ internals
     def _open(self, out: list[Segment]) -> bool:
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            # O_NONBLOCK: opening a FIFO with no writer must not block the loop
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             self.stats.missing_polls += 1
             return False
-        st = os.fstat(fd)
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            return False
+        if not (stat_mod.S_ISREG(st.st_mode) or stat_mod.S_ISFIFO(st.st_mode)):
+            os.close(fd)
+            self.stats.bad_type += 1
+            if self._bad_type_noted != st.st_mode:
+                self._bad_type_noted = st.st_mode
+                kind = "a directory" if stat_mod.S_ISDIR(st.st_mode) else "not a regular file"
+                self._note(f"{self.path}: is {kind}; waiting for a file to come back")
+            return False
+        self._bad_type_noted = 0
+        self._fifo = stat_mod.S_ISFIFO(st.st_mode)
         self._fd = fd
         self._id = (st.st_dev, st.st_ino)
+        resume, self._resume = self._resume, None
+        if resume is not None and not self._fifo and resume[0] == self._id and st.st_size >= resume[1]:
+            # reopened after a read error: the same file, not truncated → carry on where we were
+            self._pos, self._fp, self.generation = resume[1], resume[2], resume[3]
+            if self._same_head():
+                os.lseek(fd, self._pos, os.SEEK_SET)
+                self._size = st.st_size
+                return True
         self._pos = 0
+        self._fp = b""
         self._size = st.st_size
         self.generation += 1
         self._new_gen = self.generation > 0
         self._split = _LineSplitter(self.stats)
-        if self._first_open and self.from_end and st.st_size:
+        if self._first_open and self.from_end and st.st_size and not self._fifo:
             # start at the end, but number lines as the file numbers them
             n = 0
             while True:
                 b = os.read(fd, READ_CHUNK)
                 if not b:
                     break
+                if len(self._fp) < FINGERPRINT_BYTES:
+                    self._fp += b[: FINGERPRINT_BYTES - len(self._fp)]
                 n += b.count(b"\n")
                 self._pos += len(b)
             self._split.lineno = n
@@ -222,12 +296,17 @@ class FileFollower:
                 self._skip_partial = True  # we are inside a line: drop the rest of it
         self._first_open = False
         if self.generation > 0:
-            self.stats.events.append(f"{self.path}: opened (generation {self.generation})")
+            self._note(f"{self.path}: opened (generation {self.generation})")
         return True
 
     _skip_partial = False
     _new_gen = False
     _strip_nul = False
+    _fifo = False
+    _carry = False
+    _fp = b""
+    _resume: tuple | None = None  # type: ignore[type-arg]
+    _bad_type_noted = 0
 
     def _read(self, out: list[Segment], limit: int | None) -> None:
         fd = self._fd
@@ -236,7 +315,10 @@ class FileFollower:
         got = 0
         chunks: list[bytes] = []
         while limit is None or got < limit:
-            b = os.read(fd, READ_CHUNK)
+            try:
+                b = os.read(fd, READ_CHUNK)
+            except BlockingIOError:  # a FIFO with a writer and nothing written yet
+                break
             if not b:
                 break
             chunks.append(b)
@@ -244,6 +326,8 @@ class FileFollower:
         if not chunks:
             return
         data = b"".join(chunks)
+        if len(self._fp) < FINGERPRINT_BYTES and self._pos == len(self._fp) and not self._fifo:
+            self._fp += data[: FINGERPRINT_BYTES - len(self._fp)]
         self._pos += len(data)
         if self._pos > self._size:
             self._size = self._pos
@@ -255,6 +339,9 @@ class FileFollower:
             if not data:
                 return
             self._strip_nul = False
+        if self._carry:
+            self._carry = False
+            self.stats.joined_lines += 1
         if self._skip_partial:
             i = data.find(b"\n")
             if i < 0:
