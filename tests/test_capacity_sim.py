@@ -51,3 +51,27 @@ def test_replicas_match_what_the_simulator_needs(tmp_path, seats, target):
         results[n] = _holds(rep.truth, slo)
     assert results == {k: True, k - 1: False}, (k, r.per_replica.value)
     assert r.replicas >= k  # the recommendation adds the headroom on top
+
+
+def test_fleet_trend_over_days_and_when_it_runs_out(tmp_path):
+    """Two replicas logged over four days with the traffic growing 1 → 2.5 req/s a replica: the trend of the daily peak and
+    the date it reaches what the two replicas sustain within the SLO."""
+    from datetime import datetime
+
+    paths = []
+    for rep in range(2):
+        for day, rate in enumerate((1.0, 1.5, 2.0, 2.5)):
+            c = _config(rate, 240, 10 * rep + day, 16, [Burst(60, 120, rate * 1.5)])
+            c.start = datetime(2026, 11, 20 + day, 9, 0, 0)
+            path = tmp_path / f"replica{rep}-day{day}.log"
+            with open(path, "w", encoding="utf-8") as fp:
+                simulate(c, fp)
+            paths.append(str(path))
+    p = plan(load(paths, year=2026))
+    tr = p.trend
+    assert tr is not None and tr.period == "day" and len(tr.points) == 4
+    peaks = [r for _, r, _ in tr.points]
+    assert peaks == sorted(peaks) and tr.slope_per_day > 0
+    assert tr.replicas == 2  # two server runs serving at once each day
+    assert tr.capacity is not None and tr.capacity.basis == "model"
+    assert tr.runs_out is not None and tr.runs_out > tr.points[-1][0]

@@ -87,13 +87,15 @@ class CapacityPlan:
     """Cross-run checks: one run's model predicting another run of the same model and device."""
     skipped: list[str] = field(default_factory=list)
     """Server runs left out (never served, no stats lines), with why."""
+    trend: Any = None
+    """``trend.Trend``: peak rate per day/hour, its trend and when it reaches the fleet's capacity."""
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
         return {"slo": asdict(self.slo), "target_rate": self.target_rate,
                 "servers": [s.to_dict() for s in self.servers], "cross_checks": [c.to_dict() for c in self.checks],
-                "skipped": list(self.skipped),
+                "skipped": list(self.skipped), "trend": self.trend.to_dict() if self.trend is not None else None,
                 "bases": {"logged": "a line of the log, a trace or the client's records states it",
                           "derived": "computed exactly from logged values",
                           "estimated": "approximated from logged values",
@@ -124,6 +126,9 @@ def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None =
             else None
         out.servers.append(server_plan(st, slo, target_rate, headroom, _client_for(st, client), peers, whole))
     out.checks = cross_checks(out.servers, states)
+    from .trend import trend
+
+    out.trend = trend(run, out.servers)
     return out
 
 

@@ -161,5 +161,16 @@ class PlanView:
             yield Text("Checks across runs of the same model and device", style="bold")
             for c in p.checks:
                 yield _check_line(c)
+        tr = p.trend
+        if tr is not None:
+            yield Text("")
+            yield Text(f"Trend (peak rate per {tr.period})", style="bold")
+            for t, r, n in tr.points[-14:]:
+                yield Text(f"  {t:%Y-%m-%d %H:%M}  {r:6.2f} req/s peak  ({n:,} requests)")
+            for f in tr.figures:
+                yield Text.assemble(f"  {f.label}: ", (f.text(), "bold"), "  ", (f.basis, _BASIS_STYLE.get(f.basis, "")))
+                yield Text(f"    {f.source}", style="dim")
+                for a in f.assumptions:
+                    yield Text(f"    assumes {a}", style="dim italic")
         for s in p.skipped:
             yield Text(f"skipped {s}", style="dim")
