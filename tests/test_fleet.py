@@ -418,3 +418,32 @@ def test_traces_join_the_replica_they_are_named_after(tmp_path: Path) -> None:
     stray.write_text("")
     with pytest.raises(InputError, match="names no replica"):
         analyze_fleet(logs, traces=[str(stray)], workers=0, out_dir=str(tmp_path / "x"))
+
+
+def test_kubectl_prefix_dump_is_split_by_pod(tmp_path: Path) -> None:
+    """`kubectl logs -l app=vllm --prefix` interleaves every pod behind `[pod/<pod>/<container>] `: one replica per
+    pod, split by a worker, each pod's numbers those of its own log."""
+    import heapq
+    import re
+
+    plan = synth.Plan([synth.Replica("vllm-7d9f-aaaaa", LIGHT, 0), synth.Replica("vllm-7d9f-bbbbb", LIGHT, 1),
+                       synth.Replica("vllm-7d9f-ccccc", DEAD, 2, truth="bad")])
+    synth.write_fleet(plan, str(tmp_path / "pods"))
+    streams = []
+    for r in plan.replicas:
+        last, st = b"", []
+        for i, ln in enumerate((tmp_path / "pods" / f"{r.name}.log").read_bytes().splitlines(keepends=True)):
+            m = re.search(rb"\d\d-\d\d \d\d:\d\d:\d\d", ln)
+            last = m.group(0) if m else last
+            st.append((last, r.name, i, b"[pod/" + r.name.encode() + b"/vllm] " + ln))
+        streams.append(st)
+    (tmp_path / "dump").mkdir()
+    (tmp_path / "dump" / "all-pods.log").write_bytes(b"".join(x[3] for x in heapq.merge(*streams)))
+    merged = analyze_fleet([str(tmp_path / "dump")], workers=2, out_dir=str(tmp_path / "o1"))
+    apart = analyze_fleet([str(tmp_path / "pods")], workers=2, out_dir=str(tmp_path / "o2"))
+    assert [r["replica"] for r in merged.replicas] == [r.name for r in plan.replicas]
+    for x, y in zip(merged.replicas, apart.replicas):
+        assert x["red_use"]["requests"] == y["red_use"]["requests"]
+        assert x["verdict"]["status"] == y["verdict"]["status"]
+        assert x["lines"] == y["lines"]
+    assert merged.report["replicas"][0]["replica"] == "vllm-7d9f-ccccc"

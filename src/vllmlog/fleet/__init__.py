@@ -68,6 +68,28 @@ def analyze_fleet(paths: Sequence[str] | str, *, engine: str = "local", workers:
     opts = {"year": year, "grid_s": grid_s, "rows_dir": rows_dir, "config": config,
             "show_prompts": show_prompts, "mask_ips": mask_ips,
             "reports_dir": os.path.abspath(os.path.join(out, "replicas")) if replica_reports else None}
+    disc = _split_multi_pod(disc, engine, workers, address, out)
     results = run_engine(engine, disc.replicas, opts, workers=workers, address=address, progress=progress)
     report = reduce_fleet(results, rows_dir=rows_dir, window_s=window_s, min_share=min_share)
     return FleetAnalysis(report, results, out, engine, disc.ignored)
+
+
+def _split_multi_pod(disc: Discovery, engine: str, workers: int | None, address: str | None, out: str) -> Discovery:
+    """Files holding several pods' ``kubectl logs --prefix`` lines become one replica per pod (split by workers)."""
+    from .pods import pods_in, split_pods
+
+    multi = [r for r in disc.replicas if len(pods_in(r.paths[0])) >= 2]
+    if not multi:
+        return disc
+    split = run_engine(engine, multi, {"split_dir": os.path.abspath(os.path.join(out, "split"))}, workers=workers,
+                       address=address, fn=split_pods)
+    keep = [r for r in disc.replicas if r not in multi]
+    taken = {r.name for r in keep}
+    by_parent = {s["parent"]: s["pods"] for s in split}
+    for parent in multi:
+        for p in by_parent[parent.name]:
+            name = p["name"] if p["name"] not in taken else f"{parent.name}/{p['name']}"
+            taken.add(name)
+            keep.append(ReplicaSpec(name, tuple(p["paths"]), parent.traces))
+    keep.sort(key=lambda r: r.name)
+    return Discovery(keep, disc.ignored)

@@ -30,13 +30,13 @@ def default_workers() -> int:
 
 
 def run_local(specs: Sequence[ReplicaSpec], opts: dict[str, Any], workers: int | None = None,
-              progress: Progress | None = None) -> list[dict[str, Any]]:
+              progress: Progress | None = None, fn: Callable[..., Any] = map_replica) -> list[Any]:
     """Map every replica in a process pool (``workers=0``: in this process)."""
     w = default_workers() if workers is None else workers
     out: list[dict[str, Any]] = []
     if w <= 0 or len(specs) == 0:
         for s in specs:
-            r = map_replica(s.to_dict(), opts)
+            r = fn(s.to_dict(), opts)
             out.append(r)
             if progress:
                 progress(r)
@@ -46,17 +46,25 @@ def run_local(specs: Sequence[ReplicaSpec], opts: dict[str, Any], workers: int |
         # forkserver: workers start from a clean interpreter (no driver threads or state copied), cheaply
         ctx = mp.get_context("forkserver") if "forkserver" in mp.get_all_start_methods() else mp.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(w, len(specs)), mp_context=ctx) as pool:
-            futs = [pool.submit(map_replica, s.to_dict(), opts) for s in specs]
+            futs = [pool.submit(fn, s.to_dict(), opts) for s in specs]
             for f in as_completed(futs):
                 r = f.result()
                 out.append(r)
                 if progress:
                     progress(r)
-    return sorted(out, key=lambda r: r["replica"])
+    return _ordered(out)
+
+
+def _ordered(out: list[Any]) -> list[Any]:
+    """Results sorted by replica name (map results), or as they came (other tasks)."""
+    if all(isinstance(r, dict) and "replica" in r for r in out):
+        return sorted(out, key=lambda r: r["replica"])
+    return out
 
 
 def run_ray(specs: Sequence[ReplicaSpec], opts: dict[str, Any], address: str | None = None,
-            workers: int | None = None, progress: Progress | None = None) -> list[dict[str, Any]]:
+            workers: int | None = None, progress: Progress | None = None,
+            fn: Callable[..., Any] = map_replica) -> list[Any]:
     """Map every replica as a Ray task (``pip install 'vllmlog[ray]'``)."""
     try:
         import ray
@@ -74,7 +82,7 @@ def run_ray(specs: Sequence[ReplicaSpec], opts: dict[str, Any], address: str | N
         ray.init(**kw)
         started = True
     try:
-        task = ray.remote(num_cpus=1, max_retries=1)(map_replica)
+        task = ray.remote(num_cpus=1, max_retries=1)(fn)
         cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
         limit = max(1, (workers or cpus)) * 2
         out: list[dict[str, Any]] = []
@@ -89,19 +97,20 @@ def run_ray(specs: Sequence[ReplicaSpec], opts: dict[str, Any], address: str | N
                 out.append(r)
                 if progress:
                     progress(r)
-        return sorted(out, key=lambda r: r["replica"])
+        return _ordered(out)
     finally:
         if started:
             ray.shutdown()
 
 
 def run_engine(engine: str, specs: Sequence[ReplicaSpec], opts: dict[str, Any], *, workers: int | None = None,
-               address: str | None = None, progress: Progress | None = None) -> list[dict[str, Any]]:
-    """Map the replicas with ``engine`` (``local`` or ``ray``)."""
+               address: str | None = None, progress: Progress | None = None,
+               fn: Callable[..., Any] = map_replica) -> list[Any]:
+    """Run ``fn(spec, opts)`` (the map, by default) over the replicas with ``engine`` (``local`` or ``ray``)."""
     if engine == "local":
         if address:
             raise ConfigError("--address is for --engine ray", hint="drop --address, or add --engine ray")
-        return run_local(specs, opts, workers, progress)
+        return run_local(specs, opts, workers, progress, fn)
     if engine == "ray":
-        return run_ray(specs, opts, address, workers, progress)
+        return run_ray(specs, opts, address, workers, progress, fn)
     raise ConfigError(f"unknown engine {engine!r}", hint="use --engine local or --engine ray")
