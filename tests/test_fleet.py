@@ -447,3 +447,24 @@ def test_kubectl_prefix_dump_is_split_by_pod(tmp_path: Path) -> None:
         assert x["verdict"]["status"] == y["verdict"]["status"]
         assert x["lines"] == y["lines"]
     assert merged.report["replicas"][0]["replica"] == "vllm-7d9f-ccccc"
+
+
+def die_on_killer(spec: dict, opts: dict) -> dict:
+    """A map whose worker process dies on the replica named ``killer`` (as an OOM kill would end it)."""
+    if spec["name"] == "killer":
+        os._exit(137)
+    return map_replica(spec, opts)
+
+
+def test_a_worker_that_dies_takes_only_its_replica(tmp_path: Path) -> None:
+    from vllmlog.fleet.engines import run_local
+    from vllmlog.fleet.inputs import ReplicaSpec
+
+    specs = [ReplicaSpec(n, (LIGHT,)) for n in ("a", "b", "killer", "c")]
+    out = run_local(specs, {"rows_dir": str(tmp_path)}, 2, fn=die_on_killer)
+    assert [r["replica"] for r in out] == ["a", "b", "c", "killer"]
+    assert [r["error"] is None for r in out] == [True, True, True, False]
+    assert "died" in out[-1]["error"]
+    rep = reduce_fleet(out, rows_dir=str(tmp_path))
+    assert rep["replicas"][0]["replica"] == "killer" and rep["replicas"][0]["status"] == "error"
+    assert rep["coverage"]["unreadable"] == [{"replica": "killer", "error": out[-1]["error"]}]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Sequence
 
 from ..errors import ConfigError
@@ -45,14 +46,35 @@ def run_local(specs: Sequence[ReplicaSpec], opts: dict[str, Any], workers: int |
 
         # forkserver: workers start from a clean interpreter (no driver threads or state copied), cheaply
         ctx = mp.get_context("forkserver") if "forkserver" in mp.get_all_start_methods() else mp.get_context("spawn")
+        lost: list[ReplicaSpec] = []
         with ProcessPoolExecutor(max_workers=min(w, len(specs)), mp_context=ctx) as pool:
-            futs = [pool.submit(fn, s.to_dict(), opts) for s in specs]
+            futs = {pool.submit(fn, s.to_dict(), opts): s for s in specs}
             for f in as_completed(futs):
-                r = f.result()
+                try:
+                    r = f.result()
+                except BrokenProcessPool:  # a worker died (killed, out of memory): which replica did it is unknown
+                    lost.append(futs[f])
+                    continue
                 out.append(r)
                 if progress:
                     progress(r)
+        for s in lost:  # each again, alone in a fresh worker: the one that kills it again is reported, not fatal
+            with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+                try:
+                    r = pool.submit(fn, s.to_dict(), opts).result()
+                except BrokenProcessPool as exc:
+                    r = _died(s, fn, f"the worker analysing it died ({exc})")
+            out.append(r)
+            if progress:
+                progress(r)
     return _ordered(out)
+
+
+def _died(spec: ReplicaSpec, fn: Callable[..., Any], why: str) -> Any:
+    """The result of a task whose worker died: an error result for the map, the spec unsplit for the pod split."""
+    if getattr(fn, "__name__", "") == "split_pods":
+        return {"parent": spec.name, "pods": [spec.to_dict()]}
+    return {"schema": "vllmlog.fleet.replica/1", "replica": spec.name, "files": list(spec.paths), "error": why}
 
 
 def _ordered(out: list[Any]) -> list[Any]:
@@ -87,13 +109,21 @@ def run_ray(specs: Sequence[ReplicaSpec], opts: dict[str, Any], address: str | N
         limit = max(1, (workers or cpus)) * 2
         out: list[dict[str, Any]] = []
         pending: list[Any] = []
+        by_ref: dict[Any, ReplicaSpec] = {}
         todo = list(specs)
         while todo or pending:
             while todo and len(pending) < limit:
-                pending.append(task.remote(todo.pop(0).to_dict(), opts))
+                spec = todo.pop(0)
+                ref = task.remote(spec.to_dict(), opts)
+                by_ref[ref] = spec
+                pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                r = ray.get(ref)
+                try:
+                    r = ray.get(ref)
+                except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                        ray.exceptions.OutOfMemoryError) as exc:  # retried once already (max_retries=1)
+                    r = _died(by_ref[ref], fn, f"the Ray worker analysing it died ({type(exc).__name__})")
                 out.append(r)
                 if progress:
                     progress(r)
