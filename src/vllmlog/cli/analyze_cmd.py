@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import orjson
 import typer
+from rich.markup import escape
 from rich.console import Console
 
 from ..analyze import FAIL_ON_CHOICES, analyze, example_names, example_path, should_fail
@@ -100,7 +101,7 @@ def analyze_cmd(
         render_analysis(result, con, redactor=rd, top=top, report_path=report_path, report_bytes=size)
     code = exit_status(should_fail(result.findings, fail_on), result.coverage)
     if code and not json_out:
-        (stderr_console() if to_stdout else con).print(f"[dim]{exit_reason(code, fail_on)}[/]")
+        (stderr_console() if to_stdout else con).print(f"[dim]{escape(exit_reason(code, fail_on))}[/]", markup=True)
     if code:
         raise typer.Exit(code)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 import sys
 from typing import Optional
 
@@ -91,7 +93,7 @@ def capacity_cmd(
     else:
         con = stdout_console(width)
         if not run.coverage.complete:
-            con.print(f"[bold yellow]{run.coverage.headline()}[/]")
+            con.print(f"[bold yellow]{escape(run.coverage.headline())}[/]", markup=True)
         con.print(PlanView(p))
     code = exit_status(False, run.coverage)
     if code:

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import BinaryIO, Iterator, List, Optional
 
 import typer
+from rich.markup import escape
 from rich.console import Console
 
 PathsArg = typer.Argument(..., help="vLLM log files (plain or .gz); - reads standard input.", metavar="LOG...")
@@ -27,7 +28,9 @@ ClientOpt = typer.Option(None, "--client", help="The load generator's per-reques
                          "ttft_s and latency_s columns; compared with the server's numbers per request.",
                          metavar="FILE")
 
-stderr = Console(stderr=True)
+# markup off: every string printed is text (log lines, request ids, paths may hold "[/]" or "[link=…]");
+# the few styled messages pass markup=True and escape() what they interpolate
+stderr = Console(stderr=True, markup=False)
 
 from ..coverage import EXIT_INCOMPLETE  # noqa: E402  (exit status when the input was not read in full)
 
@@ -79,11 +82,11 @@ def _console(stream: object, is_tty: bool, width: int | None) -> Console:
     import os
 
     if width or is_tty:
-        return Console(file=stream, width=width, soft_wrap=False)  # type: ignore[arg-type]
+        return Console(file=stream, width=width, soft_wrap=False, markup=False)  # type: ignore[arg-type]
     cols = os.environ.get("COLUMNS", "")
     # piped: prose is never hard-wrapped (grep sees whole lines); tables fit COLUMNS or 160 columns
     return Console(file=stream, width=int(cols) if cols.isdigit() and int(cols) >= 40 else PIPE_WIDTH,  # type: ignore[arg-type]
-                   soft_wrap=True)
+                   soft_wrap=True, markup=False)
 
 
 def stdout_console(width: int | None = None) -> Console:
@@ -140,5 +143,5 @@ def merge_prometheus_opt(run: object, url: str | None, since: str | None) -> int
     from ..prommetrics.scrape import parse_duration
 
     n = merge_prometheus(run, url, since_s=parse_duration(since) if since else None)
-    stderr.print(f"[dim]merged {n} Prometheus points from {url}[/]")
+    stderr.print(f"[dim]merged {n} Prometheus points from {escape(str(url))}[/]", markup=True)
     return n

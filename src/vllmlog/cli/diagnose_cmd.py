@@ -113,12 +113,13 @@ def _render_incidents(d, summary, floor, numbers=None, coverage=None) -> None:
             for t in finding_block(finding_view(finding_dict(f.to_dict())), DEFAULT, width, 1):
                 con.print(t)
     if not open_ and not notes:
-        con.print("[green]No problems found.[/]" if not d.findings else f"[green]Nothing at or above {floor.label}.[/]")
+        con.print("[green]No problems found.[/]" if not d.findings else f"[green]Nothing at or above {floor.label}.[/]",
+                  markup=True)
     if not open_ and v.checks:
         con.print()
         for c in v.checks:
             mark = {"passed": "[green]✔[/]", "failed": "[red]✘[/]"}.get(c.status, "[dim]·[/]")
-            con.print(f"  {mark} {escape(c.name)}: [dim]{escape(c.detail)}[/]")
+            con.print(f"  {mark} {escape(c.name)}: [dim]{escape(c.detail)}[/]", markup=True)
 
 
 def _render(findings, summary, floor, numbers=None, coverage=None) -> None:
@@ -143,7 +144,7 @@ def _render(findings, summary, floor, numbers=None, coverage=None) -> None:
     if not shown:
         done = coverage is None or coverage.complete
         con.print(("[green]No problems found.[/]" if done else "[yellow]No problems found in what was read.[/]")
-                  if not findings else f"[green]Nothing at or above {floor.label}.[/]")
+                  if not findings else f"[green]Nothing at or above {floor.label}.[/]", markup=True)
         return
     multi = len(files) > 1
     for f in shown:
@@ -240,7 +241,7 @@ def rule_cmd(code: str = typer.Argument(..., help="Rule code (K202) or slug (kv-
     con.print(escape(r.doc()))
     if r.options:
         con.print()
-        con.print("[bold]Options[/] " + escape(f"(set in --config under [rules.{r.code}]):"))
+        con.print("[bold]Options[/] " + escape(f"(set in --config under [rules.{r.code}]):"), markup=True)
         for k, v in r.options.items():
             con.print(f"  {k} = {v!r}")
 
@@ -303,7 +304,7 @@ def timeline_cmd(
     con = stdout_console()
     multi = len(run.files) > 1
     if not entries:
-        con.print("[dim]No timeline entries in this window.[/]")
+        con.print("[dim]No timeline entries in this window.[/]", markup=True)
     for e in entries:
         if not all_entries and e.kind == "warning" and e.severity == "info":
             continue

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 import os
 import sys
 from typing import List, Optional
@@ -72,7 +74,7 @@ def fleet_cmd(
     def progress(r: dict) -> None:
         done[0] += 1
         if not json_out and err.is_terminal:
-            err.print(f"[dim]{done[0]} replica(s) done: {r['replica']}[/]", end="\r")
+            err.print(f"[dim]{done[0]} replica(s) done: {escape(str(r['replica']))}[/]", end="\r", markup=True)
 
     fa = analyze_fleet(inputs, engine=engine, workers=workers, address=address, out_dir=out_dir, year=year,
                        grid_s=grid, window_s=window, min_share=min_share, config=config, show_prompts=show_prompts,
@@ -99,7 +101,7 @@ def fleet_cmd(
 
         con = stdout_console()
         render_fleet(fa.report, con, top=top)
-        con.print(f"[dim]per-request rows: {os.path.join(fa.out_dir, 'rows')}[/]")
+        con.print(f"[dim]per-request rows: {escape(os.path.join(fa.out_dir, 'rows'))}[/]", markup=True)
         if report_path:
             con.print(f"report: {report_path}")
     code = 0

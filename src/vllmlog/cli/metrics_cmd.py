@@ -19,7 +19,7 @@ def _write(text: str, output: Optional[Path]) -> None:
         sys.stdout.write(text)
     else:
         output.write_text(text, encoding="utf-8")
-        Console(stderr=True).print(f"wrote {output}")
+        Console(stderr=True, markup=False).print(f"wrote {output}")
 
 
 def _resolve_version(vllm_version: Optional[str], from_log: Optional[Path], from_scrape: Optional[str]):
@@ -59,7 +59,7 @@ def _resolve_version(vllm_version: Optional[str], from_log: Optional[Path], from
         if guess.representative() is None:
             raise InputError(f"{from_scrape}: no vLLM metrics to tell the version from",
                              hint="pass --vllm-version X.Y explicitly")
-        Console(stderr=True).print(f"vLLM version from scrape: {guess} (using {guess.high[0]}.{guess.high[1]}."
+        Console(stderr=True, markup=False).print(f"vLLM version from scrape: {guess} (using {guess.high[0]}.{guess.high[1]}."
                                    f"{guess.high[2]} names)")
         return guess.representative()
     raise ConfigError("no vLLM version given", hint="pass --vllm-version X.Y, --from-log LOG or --from-scrape URL")
@@ -117,7 +117,7 @@ def scrape(
     else:
         from ..prommetrics.view import ScrapeView
 
-        Console().print(ScrapeView(reports))
+        Console(markup=False).print(ScrapeView(reports))
     worst = [f for r in reports for f in r.findings if severity_at_least(f["severity"], fail_on)]
     raise typer.Exit(1 if worst else 0)
 
@@ -225,7 +225,7 @@ def logging_config(
     cfg = build_logging_config(fmt=fmt, level=level, formatter_class=formatter_class, request_ids=request_ids,
                                log_file=log_file)
     _write(json.dumps(cfg, indent=2) + "\n", output)
-    err = Console(stderr=True)
+    err = Console(stderr=True, markup=False)
     err.print("use: VLLM_LOGGING_CONFIG_PATH=<this file> vllm serve …  (vLLM 0.32+ also has "
               "--logging-config.formatter json)", highlight=False)
     if fmt == "json":
@@ -260,7 +260,7 @@ def metric_names(vllm_version: str = typer.Option(..., "--vllm-version", help="v
         t.add_column(c)
     for r in rows:
         t.add_row(r["name"], r["type"], ",".join(r["engines"]), r["role"] or "", "yes" if r["conditional"] else "")
-    Console().print(t)
+    Console(markup=False).print(t)
 
 
 @app.command("metrics-lint")
@@ -279,7 +279,7 @@ def metrics_lint(
     if as_json:
         sys.stdout.write(json.dumps(problems, indent=2) + "\n")
     else:
-        con = Console()
+        con = Console(markup=False)
         for p in problems:
             fix = f"  → use {p['suggestion']}" if p["suggestion"] else ""
             con.print(f"{p['file']}:{p['line']}: {p['name']}: {p['problem']}{fix}", markup=False, highlight=False)

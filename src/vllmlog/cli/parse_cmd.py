@@ -56,7 +56,7 @@ def _print_stats(st: ParseStats, as_json: bool, top: int, to_stderr: bool) -> No
 
     con.print(f"[bold]{d['lines']:,}[/] lines → [bold]{d['events']:,}[/] events "
               f"({d['lines_accounted_for']:,} lines accounted for; "
-              f"{'compiled fast path' if fast.AVAILABLE else 'pure-Python parser'})")
+              f"{'compiled fast path' if fast.AVAILABLE else 'pure-Python parser'})", markup=True)
     for inp in d["inputs"]:
         notes = []
         if inp["gzip"]:
@@ -66,8 +66,8 @@ def _print_stats(st: ParseStats, as_json: bool, top: int, to_stderr: bool) -> No
         if inp["truncated_lines"]:
             notes.append(f"{inp['truncated_lines']} over-long lines truncated")
         if inp["incomplete"]:
-            notes.append(f"[yellow]incomplete: {inp['incomplete']}[/]")
-        con.print(f"  {escape(inp['path'])}: {inp['lines']:,} lines" + (f" ({'; '.join(notes)})" if notes else ""))
+            notes.append(f"[yellow]incomplete: {escape(str(inp['incomplete']))}[/]")
+        con.print(f"  {escape(inp['path'])}: {inp['lines']:,} lines" + (f" ({'; '.join(notes)})" if notes else ""), markup=True)
     t = Table(title="events by kind", show_edge=False)
     t.add_column("kind")
     t.add_column("count", justify="right")

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, List, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import ConfigError, InputError
@@ -140,10 +141,10 @@ def simulate_cmd(
         c = report.truth["counts"]
         cats = ", ".join(i["category"] for i in report.truth["incidents"]) or "none"
         stderr.print(
-            f"[bold]{cfg.scenario}[/] ({cfg.fmt}, seed {cfg.seed}): {report.lines:,} lines, {c['requests']:,} requests "
-            f"in {elapsed:.2f}s → {output if to_file else 'stdout'}; incidents: {cats}"
-            + (f"; truth → {truth}" if truth else ""),
-            highlight=False,
+            f"[bold]{escape(str(cfg.scenario))}[/] ({cfg.fmt}, seed {cfg.seed}): {report.lines:,} lines, {c['requests']:,} requests "
+            f"in {elapsed:.2f}s → {escape(str(output)) if to_file else 'stdout'}; incidents: {escape(str(cats))}"
+            + (f"; truth → {escape(str(truth))}" if truth else ""),
+            highlight=False, markup=True,
         )
 
 
@@ -189,6 +190,6 @@ def _fleet(replicas: Optional[int], bad: Optional[List[str]], event: Optional[st
     truth = write_sim_fleet(spec, output, parse_fault)
     if not quiet:
         kinds = [r["truth"] for r in truth["replicas"].values()]
-        stderr.print(f"[dim]{len(kinds)} replicas → {output}/ ({kinds.count('bad')} bad, "
+        stderr.print(f"[dim]{len(kinds)} replicas → {escape(str(output))}/ ({kinds.count('bad')} bad, "
                      f"{kinds.count('fleet-wide')} in the fleet-wide event, {len(truth['skewed'])} skewed); "
-                     f"truth: {output}/truth.json[/]")
+                     f"truth: {escape(str(output))}/truth.json[/]", markup=True)

@@ -7,6 +7,7 @@ from typing import Any, List, Optional
 
 import orjson
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import ConfigError
@@ -78,7 +79,7 @@ def summary_cmd(
             from rich.console import Console
 
             fp = open(output, "w", encoding="utf-8")  # noqa: SIM115
-            con = Console(file=fp, width=100, soft_wrap=False)
+            con = Console(file=fp, width=100, soft_wrap=False, markup=False)
         _render(con, doc)
         if output and output != "-":
             fp.close()
@@ -97,7 +98,8 @@ def _render(con: Any, d: dict[str, Any]) -> None:
         for r in cov["reasons"][1:4]:
             con.print(para("", r, width, "yellow", indent="  "))
     tr = d["time_range"]
-    con.print(f"[bold]Time range[/] {tr['start']} → {tr['end']} ({_f(tr['duration_s'], ' s', 0)}), {d['lines']:,} lines")
+    con.print(f"[bold]Time range[/] {escape(str(tr['start']))} → {escape(str(tr['end']))} ({_f(tr['duration_s'], ' s', 0)}), "
+              f"{d['lines']:,} lines", markup=True)
     for r in d["runs"]:
         args = ", ".join(f"{k}={v}" for k, v in r["args"].items())
         state = "ready" if r["ready"] else "never ready"
@@ -134,7 +136,7 @@ def _render(con: Any, d: dict[str, Any]) -> None:
     for label, text in un:
         con.print(para(label + ": ", text, width, "yellow", indent="  "))
     if not t.row_count and not un:
-        con.print("[dim]  No per-request latencies in these logs.[/]")
+        con.print("[dim]  No per-request latencies in these logs.[/]", markup=True)
     tta = d.get("time_to_abort_s") or {}
     if tta.get("count"):
         con.print(para("", f"time to abort ({tta['count']:,} aborted, {tta['basis']}): p50 {latency_cell(tta, 'p50')}, "
@@ -172,7 +174,7 @@ def _render(con: Any, d: dict[str, Any]) -> None:
         if not rows:
             continue
         con.print()
-        con.print(f"[bold]{title}[/] (count · kind · template · first → last seen)")
+        con.print(f"[bold]{escape(title)}[/] (count · kind · template · first → last seen)", markup=True)
         for g in rows:
             span = _span(g["first_seen"], g["last_seen"])
             con.print(para(f"{g['count']:>5} ", f"{g['kind']} · {g['template'][:300]} · {span}", width, indent="",

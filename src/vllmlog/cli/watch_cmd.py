@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 import logging
 import signal
 import sys
@@ -58,7 +60,7 @@ def watch_cmd(
         except Exception as exc:  # a file that does not exist yet is fine: tail -F waits for it
             if "no such file" not in str(exc):
                 raise
-            stderr.print(f"[yellow]{log}: not there yet; waiting for it to appear[/]")
+            stderr.print(f"[yellow]{escape(log)}: not there yet; waiting for it to appear[/]", markup=True)
     inst = instance if instance is not None else default_instance()
     state = LiveState(log, year=year, max_inflight=cfg.max_inflight)
     source = StreamFollower(sys.stdin.buffer) if log == "-" else FileFollower(log, from_end=from_end)
