@@ -146,3 +146,31 @@ def test_of_server_in_a_crash_loop(tmp_path: Path) -> None:
     assert first.stopped_in().name == "KV cache" and not first.ready
     assert second.ready and second.stopped_in() is None and second.slowest().name == "compile / warm-up"
     assert startups(run) is startups(run)  # computed once per Run
+
+
+def test_traced_startup_stuck_after_its_last_span(tmp_path: Path) -> None:
+    """Spans are exported when they end: a start-up stuck in the warm-up has the spans before it and no
+    'Overall Loading'; the log says what it was doing after the last finished span, and for how long."""
+    import json
+
+    keep = []
+    for line in T1[1].read_text().splitlines():
+        d = json.loads(line)
+        for rs in d["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                ss["spans"] = [s for s in ss["spans"] if s["name"] in ("Worker init", "Loading (CPU)", "Load model",
+                                                                       "Initialize model", "Load weights")]
+        keep.append(json.dumps(d))
+    tr = tmp_path / "t.jsonl"
+    tr.write_text("\n".join(keep) + "\n")
+    lines = T1[0].read_text().splitlines(keepends=True)
+    cut = next(i for i, x in enumerate(lines) if "Warming up model for the compilation" in x)
+    log = tmp_path / "stuck.log"
+    log.write_text("".join(lines[: cut + 1]) + "(Worker pid=15620) WARNING 12-01 18:40:00 [cpu_worker.py:114] x\n")
+    run, s = _one(log, traces=[str(tr)])
+    assert s.source == "traced" and not s.waterfall.complete and not s.complete
+    op = s.stopped_in()
+    assert op.name == "compile / warm-up" and op.source == "estimated" and "after the last traced step" in op.detail
+    assert op.end == run.servers[0].end_ts and op.seconds > 540
+    assert [p.source for p in s.phases if p.complete] == ["traced"] * (len(s.phases) - 1)
+    assert s.slowest() is op

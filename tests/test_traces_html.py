@@ -125,3 +125,18 @@ def test_startup_details_are_escaped(browser: Chromium, tmp_path: Path) -> None:
     assert page.eval("document.querySelectorAll('#startup img').length") == 0
     assert page.eval("document.title") != "pwned"
     assert "<img src=x" in page.eval("document.querySelector('#startup table.startup-phases').textContent")
+
+
+def test_traced_startup_stuck_is_drawn_with_the_logs_open_phase(browser: Chromium, tmp_path: Path) -> None:
+    from .test_startup import test_traced_startup_stuck_after_its_last_span as build
+
+    build(tmp_path)  # writes t.jsonl and stuck.log
+    a = analyze([str(tmp_path / "stuck.log")], year=2026, traces=[str(tmp_path / "t.jsonl")])
+    page = _open(browser, a, tmp_path, "stuck.html")
+    assert page.errors() == []
+    assert page.eval("document.querySelector('#startup .startup').dataset.source") == "traced"
+    bad = page.eval("Array.from(document.querySelectorAll('#startup-0 .grow.bad .glabel')).map(x => x.textContent)")
+    assert bad == ["compile / warm-up (from the log)"]
+    assert "still in compile / warm-up" in page.eval("document.querySelector('#startup .startup-stuck').textContent")
+    # the open phase takes most of the axis (9 min of a 9.2 min start-up)
+    assert _track_ratio(page, "#startup-0", "compile / warm-up (from the log)") > 0.9

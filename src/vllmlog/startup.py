@@ -563,8 +563,19 @@ def _startups(run: Run) -> list[Startup]:
         if not ph:
             continue
         logged = out[i].logged if i in out else []
-        st = Startup(server=i, file=srvs[i].file if i >= 0 else w.file, start=w.start_ts, end=w.end_ts,
-                     total_s=w.total_s, ready=bool(srvs[i].ready) if i >= 0 else w.complete, source="traced",
+        end, total = w.end_ts, w.total_s
+        lop = stopped_in(logged)
+        if lop is not None and lop.end is not None and lop.end > w.end_ts:
+            # the spans of a start-up that never finished stop at its last finished step; the log says what
+            # it was doing after that (and for how long)
+            ph = [p for p in ph if p.complete]
+            secs = (lop.end - max(w.end_ts, lop.start or w.end_ts)).total_seconds()
+            ph.append(Phase(name=lop.name, start=max(w.end_ts, lop.start or w.end_ts), end=lop.end, seconds=secs,
+                            source=lop.source, server=i, file=lop.file, line=lop.line, complete=False,
+                            detail=lop.detail + " (after the last traced step)"))
+            end, total = lop.end, (lop.end - w.start_ts).total_seconds()
+        st = Startup(server=i, file=srvs[i].file if i >= 0 else w.file, start=w.start_ts, end=end,
+                     total_s=total, ready=bool(srvs[i].ready) if i >= 0 else w.complete, source="traced",
                      phases=ph, logged=logged, waterfall=w)
         if i >= 0 and (i not in out or out[i].source != "traced"):
             out[i] = st
@@ -585,7 +596,15 @@ def timeline_entries(run: Run, starts: Sequence[Startup] | None = None) -> list[
     from .timeline import TimelineEntry
 
     out = []
-    todo = [s for s in (starts if starts is not None else startups(run)) if s.source != "traced"]
+    every = list(starts if starts is not None else startups(run))
+    for s in every:  # traced (their spans have entries of their own): only what the log adds after the last span
+        for p in s.phases if s.source == "traced" else ():
+            if not p.complete and p.source != "traced":
+                out.append(TimelineEntry(
+                    ts=p.start, kind="lifecycle", file=p.file, line=p.line, severity="warning",
+                    text=f"start-up {p.name}: {p.seconds:.2f} s ({p.source}, after the last traced step) — still in it "
+                         "when the log stopped", data={"source": p.source, "phase": p.to_dict()}))
+    todo = [s for s in every if s.source != "traced"]
     for n, s in enumerate(todo):
         sev = "info" if s.stopped_in() is None else "warning"
         out.append(TimelineEntry(ts=s.start, kind="lifecycle", text=s.headline(), file=s.file, severity=sev,

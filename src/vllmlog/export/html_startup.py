@@ -83,6 +83,9 @@ def _one(s: Startup, k: int, rd: Redactor) -> str:
         rows = [(st.name, st.start_s, st.duration_s, st.phase,
                  f"{st.name}: {st.duration_s:.3f} s (own time {st.self_s:.3f} s) · {st.phase} · {st.process or ''}",
                  True, st.depth) for st in w.steps]
+        rows += [(f"{p.name} (from the log)", (p.start - t0).total_seconds() if p.start and t0 else 0.0, p.seconds,
+                  p.name, f"{p.name}: {p.seconds:.2f} s, {p.source} — {rd(p.detail)}", False, 0)
+                 for p in s.phases if not p.complete and p.source != "traced"]
         title = (f"Loading spans of trace {w.trace_id[:16]}… nested by time (seconds after "
                  f"{t0.isoformat(sep=' ', timespec='milliseconds') if t0 else '?'})")
     else:
