@@ -8,7 +8,10 @@ dashboards and tests rely on.
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
@@ -53,6 +56,19 @@ class Health:
     diagnose_seconds: float = 0.0
     """Duration of the last diagnosis."""
     source_open: bool = True
+    errors: Counter[str] = field(default_factory=Counter)
+    """Failures by stage (read, parse, spans, rules, notify, export): each stage fails alone, counted."""
+    lines_failed: int = 0
+    """Lines of batches the parse stage raised on (counted in ``vllmlog_watch_errors_total{stage="parse"}``)."""
+    scrapes_stale: int = 0
+    """Scrapes answered from the previous snapshot because the state was busy longer than ``SCRAPE_WAIT_S``."""
+
+
+#: The stages of the live path, each isolated (``vllmlog_watch_errors_total{stage}``).
+STAGES = ("read", "parse", "spans", "rules", "notify", "export")
+SCRAPE_WAIT_S = 0.5
+"""How long a scrape waits for the state's lock (a big batch being parsed) before it answers with the
+previous snapshot: the exporter never stalls behind the parser."""
 
 
 _Kind = type[CounterMetricFamily] | type[GaugeMetricFamily]
@@ -93,16 +109,37 @@ class LiveCollector(Collector):
         self.health = health or Health()
         self.alerts = alerts
         self.notifier_stats = notifier_stats
+        self._last: list[Metric] = []
+        self._last_lock = threading.Lock()
 
     def describe(self) -> list[Metric]:
         """Nothing up front: families appear as data arrives (avoids a collect at registration)."""
         return []
 
     def collect(self) -> Iterator[Metric]:
-        """Build the families (called by the registry on each scrape)."""
+        """Build the families (called by the registry on each scrape); the previous snapshot when the state
+        stays busy longer than ``SCRAPE_WAIT_S`` or building fails (counted, never an HTTP 500)."""
+        try:
+            fams = list(self._build())
+        except _Busy:
+            self.health.scrapes_stale += 1
+            with self._last_lock:
+                fams = self._last
+        except Exception:  # noqa: BLE001  (the exporter keeps serving)
+            self.health.errors["export"] += 1
+            with self._last_lock:
+                fams = self._last
+        else:
+            with self._last_lock:
+                self._last = fams
+        return iter(fams)
+
+    def _build(self) -> Iterator[Metric]:
         inst = self.instance
         s = self.state
-        with s.lock:
+        if not s.lock.acquire(timeout=SCRAPE_WAIT_S):
+            raise _Busy
+        try:
             lines = dict(s.lines)
             unparsed = s.unparsed_lines
             requests = dict(s.requests)
@@ -119,6 +156,8 @@ class LiveCollector(Collector):
             pending = s.pending_lines
             traced = s.traced_journeys
             servers = len(s.pipe.servers)
+        finally:
+            s.lock.release()
 
         yield _family(CounterMetricFamily, "vllmlog_log_lines",
                       "Log lines read, by level and event kind (every line exactly once).",
@@ -205,6 +244,11 @@ class LiveCollector(Collector):
         c.add_metric([inst, "truncated_line"], h.truncated_lines)
         c.add_metric([inst, "invalid_utf8"], h.invalid_utf8_lines)
         yield c
+        yield _family(CounterMetricFamily, "vllmlog_watch_errors", "Failures of each stage of the live path "
+                      "(read, parse, spans, rules, notify, export); a failing stage never stops the others.",
+                      ["instance", "stage"], (([inst, st], h.errors.get(st, 0)) for st in STAGES))
+        yield _one(CounterMetricFamily, "vllmlog_watch_stale_scrapes", "Scrapes answered with the previous "
+                   "snapshot while a batch was being parsed.", inst, h.scrapes_stale)
         yield _one(CounterMetricFamily, "vllmlog_watch_diagnose_runs",
                    "Diagnosis passes over the live state.", inst, h.diagnose_runs)
         yield _one(CounterMetricFamily, "vllmlog_watch_diagnose_errors",
@@ -269,15 +313,85 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
+class _Busy(Exception):
+    """The state's lock was not free within ``SCRAPE_WAIT_S``."""
+
+
+SOCKET_TIMEOUT_S = 5.0
+"""A connection that sends no complete request within this time is closed (idle, half-open clients)."""
+BACKLOG = 128
+"""Pending connections the kernel queues (the default 5 overflowed with 32 concurrent scrapers)."""
+MAX_CONNECTIONS = 1024
+"""Connections served at once; beyond, a new one is closed at once. Each holds a thread until it ends, at most
+``SOCKET_TIMEOUT_S`` when idle (300 idle half-open clients pin 300 threads for 5 s, not forever)."""
+
+
+def _server_classes() -> tuple[type, type]:
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+    class Handler(WSGIRequestHandler):
+        timeout = SOCKET_TIMEOUT_S  # StreamRequestHandler sets it on the connection
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002  (no access log on stderr)
+            pass
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        block_on_close = False
+        request_queue_size = BACKLOG
+        allow_reuse_address = True
+
+        def __init__(self, *a: object, **kw: object) -> None:
+            self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+            self.refused = 0
+            super().__init__(*a, **kw)  # type: ignore[arg-type]
+
+        def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+            if not self._slots.acquire(blocking=False):
+                self.refused += 1
+                self.shutdown_request(request)
+                return
+            try:
+                super().process_request(request, client_address)  # type: ignore[arg-type]
+            except Exception:
+                self._slots.release()
+                raise
+
+        def process_request_thread(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+            try:
+                super().process_request_thread(request, client_address)  # type: ignore[misc]
+            finally:
+                self._slots.release()
+
+        def handle_error(self, request: object, client_address: object) -> None:
+            pass  # a client that hung up or timed out is not an error of ours
+
+    return Server, Handler
+
+
 def serve(registry: CollectorRegistry, listen: str) -> tuple[object, object]:
-    """Start the HTTP endpoint (``/metrics``) in a daemon thread; return (server, thread)."""
-    from prometheus_client import start_http_server
+    """Start the HTTP endpoint (``/metrics``) in a daemon thread; return (server, thread).
+
+    Thread per connection with a socket timeout (``SOCKET_TIMEOUT_S``), a backlog of ``BACKLOG`` and at most
+    ``MAX_CONNECTIONS`` at once, so idle half-open clients cannot pin threads and a burst of scrapers is
+    queued, not refused."""
+    from wsgiref.simple_server import make_server
+
+    from prometheus_client import make_wsgi_app
 
     from ..errors import ConfigError
 
     host, port = parse_listen(listen)
+    Server, Handler = _server_classes()
+    if ":" in host:
+        Server.address_family = socket.AF_INET6
     try:
-        return start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}",
+        httpd = make_server(host, port, make_wsgi_app(registry), Server, handler_class=Handler)
+    except (OSError, OverflowError) as exc:
+        msg = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot listen on {listen}: {msg}",
                           hint="pick a free port (port 0 picks one and reports it)") from None
+    t = threading.Thread(target=httpd.serve_forever, name="vllmlog-exporter", daemon=True)
+    t.start()
+    return httpd, t

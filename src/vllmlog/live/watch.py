@@ -109,6 +109,7 @@ class Watcher:
         self._rate_t0 = time.monotonic()
         self._rate_n0 = 0
         self._diag_errors_logged: set[str] = set()
+        self._stage_errors_logged: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------------ clocks and context
     def log_now(self, wall: float | None = None) -> float:
@@ -124,27 +125,49 @@ class Watcher:
         return {"instance": self.instance, "model": self.state.model, "file": self.state.file}
 
     # ------------------------------------------------------------------ one turn
+    def _failed(self, stage: str, what: str) -> None:
+        """One stage failed: count it (``vllmlog_watch_errors_total{stage}``), log the first of each kind."""
+        self.health.errors[stage] += 1
+        if (stage, what) not in self._stage_errors_logged:
+            self._stage_errors_logged.add((stage, what))
+            log.exception("%s failed (%s); the watcher carries on", stage, what)
+
     def step(self) -> int:
-        """Read, parse, maybe diagnose; return the number of lines read."""
+        """Read, parse, maybe diagnose; return the number of lines read. Each stage (read, parse, spans,
+        rules, notify) is isolated: one that raises is counted and the others go on."""
         src = self.source
-        segs: list[Segment] = src.poll(self.poll_interval) if isinstance(src, StreamFollower) else src.poll()
+        try:
+            segs: list[Segment] = src.poll(self.poll_interval) if isinstance(src, StreamFollower) else src.poll()
+        except Exception:  # noqa: BLE001
+            self._failed("read", "poll")
+            segs = []
         wall = time.time()
         n = 0
         for s in segs:
             n += len(s.lines)
-        if n:
-            self._note(self.state.feed(segs))
-            self._last_line_wall = wall
-            self._dirty = True
-            self.health.last_line_time = wall
-        elif self._dirty and wall - self._last_line_wall >= self.flush_after_s:
-            self._note(self.state.flush())
-            self._dirty = False
+        try:
+            if n:
+                self._last_line_wall = wall
+                self._dirty = True
+                self.health.last_line_time = wall
+                self._note(self.state.feed(segs))
+            elif self._dirty and wall - self._last_line_wall >= self.flush_after_s:
+                self._dirty = False
+                self._note(self.state.flush())
+        except Exception:  # noqa: BLE001  (a batch the parser or pipeline chokes on: counted, not fatal)
+            self._failed("parse", "feed")
+            self.health.lines_failed += n
         if self.spans is not None:
-            got = self.spans.drain()
-            if got:
-                self.state.feed_spans(got)
-        self.state.release_ended()
+            try:
+                got = self.spans.drain()
+                if got:
+                    self.state.feed_spans(got)
+            except Exception:  # noqa: BLE001
+                self._failed("spans", "feed_spans")
+        try:
+            self.state.release_ended()
+        except Exception:  # noqa: BLE001
+            self._failed("parse", "release_ended")
         self._update_health(src)
         self._maybe_diagnose(wall)
         if self.notifiers and self.engine.alerts:
@@ -155,7 +178,7 @@ class Watcher:
                     try:
                         nt.tick(firing, ctx, wall)
                     except Exception:  # noqa: BLE001  (a notifier must never stop the reader)
-                        log.exception("notifier %s failed", getattr(nt, "name", nt))
+                        self._failed("notify", str(getattr(nt, "name", nt)))
         return n
 
     def _note(self, events: list[Event]) -> None:
@@ -206,6 +229,7 @@ class Watcher:
             findings = self.evaluate(self.state.snapshot())
         except Exception as exc:  # noqa: BLE001  (a failing rule must not stop the watcher)
             self.health.diagnose_errors += 1
+            self.health.errors["rules"] += 1
             key = type(exc).__name__
             if key not in self._diag_errors_logged:
                 self._diag_errors_logged.add(key)
@@ -220,7 +244,11 @@ class Watcher:
         if findings is None:
             return []
         ts = self.state.last_log_ts
-        out = self.engine.update(findings, self.log_now(wall), ts.timestamp() if ts is not None else None)
+        try:
+            out = self.engine.update(findings, self.log_now(wall), ts.timestamp() if ts is not None else None)
+        except Exception:  # noqa: BLE001  (a finding the alert engine cannot take)
+            self._failed("rules", "alerts")
+            return []
         if out:
             self._emit(out)
         return out
@@ -233,7 +261,7 @@ class Watcher:
                 try:
                     nt.send(t, ctx)
                 except Exception:  # noqa: BLE001
-                    log.exception("notifier %s failed", getattr(nt, "name", nt))
+                    self._failed("notify", str(getattr(nt, "name", nt)))
         del self.transitions[:-1000]
 
     # ------------------------------------------------------------------ the loop
