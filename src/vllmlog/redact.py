@@ -11,23 +11,34 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# a quoted Python/JSON string (possibly cut short by --max-log-len or line truncation → to end of line)
-_Q = r"""(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|'[^\n]*|"[^\n]*)"""
+# a quoted Python/JSON string, bytes (b'…') included, possibly over several lines of a record, or cut short
+# by --max-log-len or line truncation (→ to the end of the text); a list or tuple of them
+_Q = r"""(?:[bBrRuU]{0,2}(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|'.*|".*))"""
+_SEQ = r"""(?:\[(?:[^\]'"]|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")*\]?|\((?:[^)'"]|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")*\)?)"""
 _LIST = r"\[[^\]\n]*\]?"
+_FIELDS = r"(?:prompt|prompts|output|outputs|text|prompt_text|output_text|input|inputs|content|messages|completion)"
 
 _RULES: list[tuple[re.Pattern[str], str]] = [
     # JSON body logged by --enable-log-requests (0.32): everything after the marker is the client's body
     (re.compile(r"(JSON body: ).*"), r"\1[redacted]"),
-    # prompt / output text, V0 and V1 request logger, handbook details lines
-    (re.compile(r"(\b(?:prompt|output|text|prompt_text|output_text): )" + _Q), r"\1'[redacted]'"),
+    # prompt / output text, V0 and V1 request logger, handbook details lines, client logs: name: '…',
+    # name='…' (bytes, lists and tuples of strings too), any case (Prompt:, Output:)
+    (re.compile(r"(?i)(\b" + _FIELDS + r"""(?:\\?["'])?\s{0,3}[:=]\s{0,3})(?:""" + _SEQ + "|" + _Q + ")", re.S), r"\1'[redacted]'"),
+    # an unquoted 'Prompt: …' / 'Output: …' label: the rest of its line
+    (re.compile(r"(?i)\b((?:prompt|output|input|completion)s?:)(?![ \t]*'\[redacted\]')[^\n]+"), r"\1 [redacted]"),
     (re.compile(r"(\b(?:prompt|output)_token_ids: )" + _LIST), r"\1[redacted]"),
     # dict / JSON fields echoing user content (validation errors, error bodies, request dumps)
-    (re.compile(r"""((?:\\?["'])(?:prompt|content|input|text|messages|output)(?:\\?["'])\s*:\s*)"""
-                r"""(\\?"(?:[^"\\\n]|\\[^"\n])*\\?"|'(?:[^'\\\n]|\\.)*'|\[[^\]\n]*\]?)"""), r"\1'[redacted]'"),
+    (re.compile(r"""((?:\\?["'])(?:prompt|content|input|text|messages|output)(?:\\?["'])\s{0,3}:\s{0,3})"""
+                r"""("(?:[^"\\\n]|\\.)*"|\\".*?\\"(?=\s{0,3}(?:[,}\]]|$))|'(?:[^'\\\n]|\\.)*'|\[[^\]\n]*\]?|\{[^}\n]*\}?)"""), r"\1'[redacted]'"),
 ]
 
-_SECRETS = re.compile(r"""((?:api_key|api-key|hf_token|token|password|authorization)['"]?\s*[=:]\s*)(['"]?)[^\s,'")}]+\2""",
-                      re.IGNORECASE)
+_SECRETS = re.compile(r"""((?:api_key|api-key|apikey|hf_token|token|password|secret|authorization)['"]?\s{0,3}[=:]\s{0,3})"""
+                      r"""(?:\[[^\]\n]*\]?|(['"]?)(?:(?:bearer|basic|token)\s+)?[^\s,'")}\]]+\2)""", re.IGNORECASE)
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
+_KEYS = re.compile(r"\b(sk|hf|pk|rk)([-_])[A-Za-z0-9_-]{8,}")
+PROMPT_FIELDS = frozenset({"prompt", "prompts", "output", "outputs", "text", "prompt_text", "output_text", "input",
+                           "content", "messages", "body", "completion", "prompt_token_ids", "output_token_ids", "ids"})
+"""Event fields that carry what a client sent or got (redacted by structure, whatever their shape)."""
 
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]*\d)")
 _IPV6 = re.compile(r"(?<![\w:])(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}(?![\w:])")
@@ -51,10 +62,25 @@ class Redactor:
             for rx, repl in _RULES:
                 out = rx.sub(repl, out)
         out = _SECRETS.sub(r"\1\2***\2", out)
+        out = _BEARER.sub(r"\1 ***", out)
+        out = _KEYS.sub(r"\1\2***", out)
         if self.mask_ips:
             out = _IPV4.sub("<ip>", out)
             out = _IPV6.sub("<ip>", out)
         return out
+
+    def fields(self, f: dict[str, object]) -> dict[str, object]:
+        """An event's typed fields: prompt-bearing ones by name (any shape), other strings by pattern."""
+        if self.show_prompts:
+            return {k: self.value(v) if isinstance(v, str) else v for k, v in f.items()}
+        return {k: ("[redacted]" if k in PROMPT_FIELDS and v not in (None, "", [], ()) else self.value(v))
+                for k, v in f.items()}
+
+    def event(self, e: object) -> object:
+        """A ``model.Event`` with its text and fields redacted (the one step every exporter passes through)."""
+        import dataclasses
+
+        return dataclasses.replace(e, text=self(e.text), fields=self.fields(e.fields))  # type: ignore[arg-type,attr-defined]
 
     def value(self, v: object) -> object:
         """Redact strings inside a JSON-like value (dicts, lists), leaving numbers alone."""

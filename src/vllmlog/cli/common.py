@@ -31,6 +31,8 @@ ClientOpt = typer.Option(None, "--client", help="The load generator's per-reques
 # markup off: every string printed is text (log lines, request ids, paths may hold "[/]" or "[link=…]");
 # the few styled messages pass markup=True and escape() what they interpolate
 stderr = Console(stderr=True, markup=False)
+ShowPromptsOpt = typer.Option(False, "--show-prompts", help="Keep prompt and output text (redacted by default; "
+                              "secrets are always masked).")
 
 from ..coverage import EXIT_INCOMPLETE  # noqa: E402  (exit status when the input was not read in full)
 

@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from ._app import app
 from .common import (
     EXIT_HELP, exit_status,
-    JsonOpt, OptInt, OptPaths, OptStr, PathsArg, PathsT, PrometheusOpt, SinceOpt, TracesOpt, YearOpt,
+    JsonOpt, OptInt, OptPaths, OptStr, PathsArg, PathsT, PrometheusOpt, ShowPromptsOpt, SinceOpt, TracesOpt, YearOpt,
     merge_prometheus_opt, progress_bar, stdout_console,
 )
 
@@ -279,6 +279,7 @@ def timeline_cmd(
     prometheus: OptStr = PrometheusOpt,
     since: OptStr = SinceOpt,
     traces: OptPaths = TracesOpt,
+    show_prompts: bool = ShowPromptsOpt,
 ) -> None:
     """The incident story: incidents opening and ending, lifecycle, warnings/errors, metric turning points and
     findings, in order."""
@@ -297,8 +298,11 @@ def timeline_cmd(
         centre = around_finding(findings, finding, dg.incidents)
     entries = build_timeline(run, findings, around=centre, window=win if centre is not None else None,
                              incidents=dg.incidents)
+    from ..redact import Redactor
+
+    rd = Redactor(show_prompts=show_prompts)
     if json_out:
-        _dump({"entries": [e.to_dict() for e in entries], "around": str(centre) if centre else None,
+        _dump({"entries": [rd.value(e.to_dict()) for e in entries], "around": str(centre) if centre else None,
                "window_s": win.total_seconds() if centre is not None else None})
         return
     con = stdout_console()
@@ -313,5 +317,5 @@ def timeline_cmd(
         if e.kind in ("finding", "incident"):
             style = _STYLE.get(e.severity or "info", "bold")
         loc = (f"{Path(e.file).name}:" if multi else "") + str(e.line)
-        con.print(Text.assemble((ts, "dim"), " ", (f"{e.kind:<9}", style), " ", e.text[:220], (f"  [{loc}]", "dim")),
+        con.print(Text.assemble((ts, "dim"), " ", (f"{e.kind:<9}", style), " ", rd(e.text)[:220], (f"  [{loc}]", "dim")),
                   overflow="ellipsis", no_wrap=True)

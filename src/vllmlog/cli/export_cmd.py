@@ -10,7 +10,8 @@ import typer
 
 from ..reader import parse
 from ._app import app
-from .common import OptInt, OptPaths, OptStr, OutOpt, PathsArg, PathsT, TracesOpt, YearOpt, close_output, open_output
+from .common import (OptInt, OptPaths, OptStr, OutOpt, PathsArg, PathsT, ShowPromptsOpt, TracesOpt, YearOpt, close_output,
+                     open_output)
 from ..parsing.fields import dumps_safe
 
 
@@ -30,6 +31,7 @@ def export_cmd(
     output: OptStr = OutOpt,
     year: OptInt = YearOpt,
     traces: OptPaths = TracesOpt,
+    show_prompts: bool = ShowPromptsOpt,
 ) -> None:
     """Export events with stable labels (job, instance, model, level, kind, request_id) for Loki, Alloy, Vector or Elasticsearch.
 
@@ -46,6 +48,10 @@ def export_cmd(
     skipped: list[int] = []
     try:
         events = parse(logs, year=year)
+        from ..redact import Redactor
+
+        rd = Redactor(show_prompts=show_prompts)
+        events = (rd.event(e) for e in events)  # redaction: one step every exported event passes through
         if traces:
             import itertools
 

@@ -19,7 +19,7 @@ from ..run import load
 from ..summary import SloTargets, summarize_paths
 from ._app import app
 from .common import (
-    ClientOpt, EXIT_HELP_NO_FINDINGS, exit_status, JsonOpt, OptInt, OptPaths, OptStr, OutOpt, PathsArg, PathsT, TracesOpt, YearOpt, progress_bar, stdout_console,
+    ClientOpt, EXIT_HELP_NO_FINDINGS, exit_status, JsonOpt, ShowPromptsOpt, OptInt, OptPaths, OptStr, OutOpt, PathsArg, PathsT, TracesOpt, YearOpt, progress_bar, stdout_console,
 )
 
 ByOpt = typer.Option(None, "--by", help="Add a digest per `day` or `hour` (the handbook's morning read).")
@@ -57,6 +57,7 @@ def summary_cmd(
     output: OptStr = OutOpt,
     year: OptInt = YearOpt,
     traces: OptPaths = TracesOpt,
+    show_prompts: bool = ShowPromptsOpt,
 ) -> None:
     """Service summary: runs, RED (rate, errors, latency percentiles), USE (KV cache, queue), SLOs, warnings."""
     targets = SloTargets.parse(slo)
@@ -70,6 +71,9 @@ def summary_cmd(
     finally:
         if writer is not None:
             writer.close()
+    from ..redact import Redactor
+
+    doc = Redactor(show_prompts=show_prompts).value(doc)  # templates, warnings, errors: log text, redacted
     code = exit_status(False, doc["coverage"])
     if json_out:
         _out(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n", output)
