@@ -27,6 +27,9 @@ from ..errors import ConfigError
 from .alerts import Alert, Transition
 
 log = logging.getLogger(__name__)
+# httpx logs every request's full URL at INFO (credentials, ?token=, path secrets): not on our stderr
+for _name in ("httpx", "httpcore"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 
 class Notifier(Protocol):
@@ -133,6 +136,7 @@ class _Worker:
 
     def _deliver(self, url: str, body: bytes, headers: dict[str, str]) -> None:
         delay = self.backoff_s
+        shown = mask_url(url)
         for attempt in range(self.retries + 1):
             try:
                 r = self._client.post(url, content=body, headers={"Content-Type": "application/json", **headers})
@@ -140,12 +144,14 @@ class _Worker:
                     self.counts["sent"] += 1
                     return
                 if 400 <= r.status_code < 500 and r.status_code not in (408, 429):
-                    log.warning("%s: %s rejected the notification: HTTP %s %s", self.name, url, r.status_code, r.text[:200])
+                    # the receiver's body is not echoed (it may quote our token or its own secrets): its size only
+                    log.warning("%s: %s rejected the notification: HTTP %s (%d-byte body)", self.name, shown,
+                                r.status_code, len(r.content))
                     self.counts["rejected"] += 1
                     return
-                log.info("%s: HTTP %s from %s (attempt %d)", self.name, r.status_code, url, attempt + 1)
+                log.info("%s: HTTP %s from %s (attempt %d)", self.name, r.status_code, shown, attempt + 1)
             except httpx.HTTPError as exc:
-                log.info("%s: %s: %s (attempt %d)", self.name, url, exc, attempt + 1)
+                log.info("%s: %s: %s (attempt %d)", self.name, shown, type(exc).__name__, attempt + 1)
             if attempt < self.retries:
                 self.counts["retried"] += 1
                 if self._stop.wait(delay):
@@ -176,7 +182,7 @@ class AlertmanagerNotifier(_Worker):
 
     def __init__(self, url: str, *, resend_s: float = 60.0, generator_url: str = "", **kw: Any) -> None:
         if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"--alertmanager {url!r}: expected an http(s) URL", hint="e.g. http://127.0.0.1:9093")
+            raise ConfigError(f"--alertmanager {mask_url(url)!r}: expected an http(s) URL", hint="e.g. http://127.0.0.1:9093")
         self.url = url.rstrip("/") + "/api/v2/alerts"
         self.resend_s = resend_s
         self.generator_url = generator_url
@@ -244,7 +250,7 @@ class WebhookNotifier(_Worker):
 
     def __init__(self, url: str, *, token_env: str | None = None, hmac_env: str | None = None, **kw: Any) -> None:
         if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"--webhook {url!r}: expected an http(s) URL")
+            raise ConfigError(f"--webhook {mask_url(url)!r}: expected an http(s) URL")
         self.url = url
         self.token = _env(token_env) if token_env else None
         self.secret = _env(hmac_env).encode() if hmac_env else None
@@ -264,6 +270,29 @@ class WebhookNotifier(_Worker):
 
     def tick(self, firing: list[Alert], context: dict[str, Any], now: float) -> None:
         pass
+
+
+_SECRET_QUERY = {"token", "access_token", "api_key", "apikey", "key", "secret", "password", "sig", "signature", "auth"}
+
+
+def mask_url(url: str) -> str:
+    """A URL as it may be printed: credentials (``user:pass@``), secret query values (``?token=``) and long
+    opaque path segments (Slack/Discord-style ``/hooks/T0/B0/XXXX``) masked."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        u = urlsplit(url)
+    except ValueError:
+        return "<url>"
+    host = u.hostname or ""
+    if u.port:
+        host = f"{host}:{u.port}"
+    netloc = ("***@" if u.username or u.password else "") + host
+    parts = [("***" if len(seg) >= 16 or (any(c.isdigit() for c in seg) and any(c.isalpha() for c in seg) and len(seg) >= 10)
+              else seg) for seg in u.path.split("/")]
+    q = urlencode([(k, "***" if k.lower() in _SECRET_QUERY or len(v) >= 16 else v)
+                   for k, v in parse_qsl(u.query, keep_blank_values=True)], safe="*")
+    return urlunsplit((u.scheme, netloc, "/".join(parts), q, ""))
 
 
 def sign(secret: bytes, body: bytes) -> str:
