@@ -308,7 +308,7 @@ def _server_startup(srv: ServerRun, index: int, events: Sequence[Event], ready_l
         x = _secs(m_init.fields.get("duration_s")) if m_init.kind == "engine_initialized" else None
         if x is not None:
             d0 = dsegs[0]
-            d0.umbrella = max(0.0, x - sum(_len(d, tsrc)[0] for d in dsegs[1:]))
+            d0.umbrella = max(0.0, x - sum(_len(d, tsrc, _ts_diff(d))[0] for d in dsegs[1:]))
             if d0.start is not m_loaded or m_loaded is None:  # the time before `init engine` began is not it
                 d0.lead = _next_phase(d0.start, m_engine, m_load0, m_loaded, None, None, on_cpu, events)
             if len(dsegs) == 1 and not d0.subs:
@@ -356,7 +356,8 @@ def _server_startup(srv: ServerRun, index: int, events: Sequence[Event], ready_l
             diff = seg.umbrella
         length, base_len = _len(seg, tsrc, diff)
         t = seg_start
-        parts = [(seg.base, base_len, _base_source(seg, tsrc), seg.end, _base_detail(seg))]
+        src = _base_source(seg, tsrc) if seg.umbrella is not None and seg.umbrella >= diff else tsrc
+        parts = [(seg.base, base_len, src, seg.end, _base_detail(seg))]
         if seg.lead is not None:
             lead = max(0.0, base_len - max(0.0, (seg.umbrella or 0.0) - sum(x[1] for x in seg.subs)))
             parts = [(seg.lead, lead, tsrc, seg.start, _base_detail(_Seg(seg.lead, seg.start, seg.end)) + " (before it)"),
@@ -426,6 +427,13 @@ def _len(seg: _Seg, tsrc: str, ts_diff: float = 0.0) -> tuple[float, float]:
 def _dur(x: float) -> float:
     """A logged duration, or 0 when it cannot be one (inf, nan, negative, beyond ``_MAX_PHASE_S``)."""
     return x if 0.0 <= x < _MAX_PHASE_S else 0.0
+
+
+def _ts_diff(seg: _Seg) -> float:
+    """Seconds between a segment's milestones (0 when one has no time)."""
+    a = seg.start.ts if seg.start is not None else None
+    b = seg.end.ts if seg.end is not None else None
+    return max(0.0, (b - a).total_seconds()) if a is not None and b is not None else 0.0
 
 
 def _base_source(seg: _Seg, tsrc: str) -> str:
