@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 
 #: Lines that start a deliberate stop (SIGTERM, Ctrl-C, uvicorn shutdown); errors after them are noise.
 GRACEFUL = re.compile(
-    r"shutdown triggered|received signal|signal=SIG(?:TERM|INT)|\bSIG(?:TERM|INT)\b|KeyboardInterrupt|"
+    # a signal that was received — not any mention ("SIGTERM handler is not set because current thread is not the
+    # main thread", Ray's start-up warning, is no shutdown)
+    r"shutdown triggered|received signal|signal=SIG(?:TERM|INT)|(?:received|got|caught|sending|sent)\s+SIG(?:TERM|INT)\b|"
+    r"\bSIG(?:TERM|INT)\b(?!\s+handler)(?=.*(?:received|shutting|terminat|stop|exit))|KeyboardInterrupt|"
     r"^(?:\S+ )?INFO:\s+Shutting down|Shutting down\.?$|Shutting down FastAPI HTTP server|gracefully shutting down",
 )
 UNEXPECTED = re.compile(r"unexpected", re.I)
@@ -576,9 +579,10 @@ def distinct_requests(events: Iterable[Event]) -> int:
 _STARTUP_FRAMES = re.compile(r"profile_run|determine_num_available_blocks|_dummy_run|load_model|load_weights|"
                              r"capture_model|_initialize_kv_caches|initialize_from_config|warming up|warmup|"
                              r"_init_cache|init_device|from_engine_args|from_vllm_config|EngineCore.__init__|"
-                             r"wait_for_engine_startup", re.I)
+                             r"wait_for_engine_startup|init_cache_engine|allocate_gpu_cache", re.I)
+# (V0's _run_workers runs both the start-up calls and every step: it says nothing about the stage)
 _SERVING_FRAMES = re.compile(r"execute_model|step_fn|run_busy_loop|_process_engine_step|engine_step|step_async|"
-                             r"run_engine_loop|_run_workers|sample_tokens", re.I)
+                             r"run_engine_loop|sample_tokens", re.I)
 
 
 def stage_of(e: Event) -> str | None:

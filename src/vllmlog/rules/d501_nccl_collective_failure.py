@@ -19,6 +19,8 @@ _DIST_EXC = re.compile(r"DistBackendError|DistNetworkError|DistStoreError|RayAct
                        r"nccl(?:Internal|UnhandledCuda|System|Remote|InvalidUsage)Error|Gloo|collective operation timeout")
 
 
+_CREATION_TASK = re.compile(r"error raised in its creation task")
+_NCCL_OOM = re.compile(r"Cuda failure '?out of memory|CUDA out of memory", re.I)
 _CUDA_FAULT = re.compile(r"CUDA error: (?!.*\bnccl)", re.I)
 _NCCL_OWN = re.compile(r"NCCL error|nccl\w*Error|collective operation timeout|ncclUnhandledCudaError")
 
@@ -67,6 +69,13 @@ class NcclCollectiveFailure(Rule):
             # watchdog ("watchdog thread terminated with exception: CUDA error: …"): the kernel fault is the cause, the
             # collective only carried it — unless NCCL itself failed (NCCL error / timeout)
             evs = [e for e in evs if not (_CUDA_FAULT.search(e.text) and not _NCCL_OWN.search(e.text))]
+            # a Ray actor whose constructor raised (ActorDiedError "… error raised in its creation task") died of
+            # that error, not of a collective; NCCL's "Cuda failure 'out of memory'" reports an OOM the OOM rules own
+            ooms = [x.ts for x in v.events if u.is_oom(x) and x.ts is not None]
+            evs = [e for e in evs if not _CREATION_TASK.search(e.text)
+                   and not (_NCCL_OOM.search(e.text) and any(u.is_oom(x) for x in v.events if x is not e))
+                   # the other ranks' collectives fail once one rank died of an OOM: the OOM is the cause
+                   and not (ooms and e.ts is not None and -2 <= (e.ts - min(ooms)).total_seconds() <= 120)]
             evs.sort(key=lambda e: e.line)
             if not evs:
                 continue

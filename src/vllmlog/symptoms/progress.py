@@ -143,6 +143,9 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                 continue  # a burst that drains
             elif not growing and drained and dur < 4 * QUEUE_S:
                 continue
+            elif drained and max(w) <= min(x.running for x in run_) and dur < 10 * QUEUE_S:
+                continue  # the queue never outgrew the running batch and drained: each waiter waited less than one
+                # turn of the batch — the engine was full for a while (healthy, saturated), not a backlog
             elif not growing and not drained and nxt is None and falling:
                 continue  # draining when the log ends
             binding = [x.binding for x in run_ if x.binding]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterator
+from typing import Any, TYPE_CHECKING, Iterator
 
 from ..rules import _util as u
 from ..rules.base import Severity
@@ -196,13 +196,30 @@ def aborting(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     if len(ages) >= 2:
         lo, hi = min(ages), max(ages)
         med = sorted(ages)[len(ages) // 2]
-        if med >= 1.0 and hi - lo <= max(2.0, 0.1 * med):
-            fixed = med
-    sev = Severity.WARNING if (n >= 3 and share >= 0.1) or (fixed is not None and n >= 2) or (n >= 2 and share >= 0.5) \
-        else Severity.INFO
+        # ages measured on 1-second timestamps: a 1 s timeout reads 0–1 s
+        if hi >= 1.0 and hi - lo <= max(2.0, 0.1 * med):
+            fixed = max(med, sum(ages) / len(ages), 1.0)
+    # a request cut off at a client or proxy timeout's round value after running that long (OpenAI's and LiteLLM's
+    # default 600 s, Dify's 300 s, nginx/ALB 60 s …): even one is a timeout, not a user's cancel
+    t_hit = _round_timeout(ages)
+    mass = _mass_abort(st, ab)
+    # the share is known only when requests other than the aborted ones are logged, or the aborted ones' own arrivals
+    # are (an RL trainer's "Aborted request(s)" lines with no request line at all say nothing about the traffic)
+    share_known = requests_seen(st) > n_ab or bool(ages) or n_to > 0 or (getattr(v.srv, "api_requests", 0) or 0) > 0
+    # a fixed age is a pattern of every abort, and of more than a couple of cancels among many requests
+    pattern = fixed is not None and (n >= 3 or share >= 0.5)
+    sev = Severity.WARNING if (share_known and ((n >= 3 and share >= 0.1) or pattern or (n >= 2 and share >= 0.5))) \
+        or t_hit is not None or mass is not None else Severity.INFO
     evs = sorted(ab + tmo, key=lambda e: e.line)
-    head = f"{n} of {total} requests ({share:.0%}) " + ("timed out" if n_to > n_ab else "aborted by the client")
-    if fixed is not None:
+    head = (f"{n} of {total} requests ({share:.0%}) " if share_known else f"{n} requests (no other request logged) ") \
+        + ("timed out" if n_to > n_ab else "aborted by the client")
+    if mass is not None:
+        head += (f"; all {mass[0]} requests in flight were aborted in the same second at {mass[1]:%H:%M:%S} (a client or "
+                 f"proxy dropped every connection at once: a timeout or restart on the client side)")
+    if t_hit is not None and not (fixed is not None and pattern):
+        head += (f"; {t_hit[1]} of them cut off {t_hit[0]:.0f} s after arrival — a client/proxy timeout of "
+                 f"{t_hit[0]:.0f} s ended {'it' if t_hit[1] == 1 else 'them'} while still generating")
+    elif fixed is not None and pattern:
         head += f", all about {fixed:.0f} s after arrival (a fixed client timeout)"
     elif ages:
         head += f"; median {sorted(ages)[len(ages) // 2]:.0f} s after arrival"
@@ -210,9 +227,49 @@ def aborting(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     t1 = max((e.ts for e in evs if e.ts), default=None)
     yield Symptom("aborting", st.file, st.index, sev, head + ".", onset=t0, end=t1,
                   evidence=u.dedupe([u.first(e) for e in evs[:6]]),
-                  category="timeout" if n_to > n_ab else "client_abort", process=evs[0].process,
+                  category="timeout" if n_to > n_ab or t_hit is not None else "client_abort", process=evs[0].process,
                   data={"aborted": n_ab, "timeouts": n_to, "share": share, "fixed_age_s": fixed,
+                        "timeout_s": t_hit[0] if t_hit else None,
                         "median_age_s": sorted(ages)[len(ages) // 2] if ages else None})
+
+
+def _mass_abort(st: ServiceState, ab: list[Event]) -> tuple[int, Any] | None:
+    """(n, when) when ≥ 3 requests were aborted within one second and they were every request in flight: Running in
+    the stats line before was no more than that, and 0 in the one after."""
+    from collections import defaultdict
+
+    by_s: dict[Any, set[str]] = defaultdict(set)
+    for e in ab:
+        if e.ts is not None:
+            for rid in e.fields.get("request_ids") or [e.request_id or str(e.line)]:
+                by_s[e.ts.replace(microsecond=0)].add(str(rid))
+    samples = sorted((x for xs in st.engines.values() for x in xs if x.ts is not None), key=lambda x: x.ts)
+    for t, ids in sorted(by_s.items(), key=lambda kv: -len(kv[1])):
+        if len(ids) < 3:
+            break
+        before = [x for x in samples if x.ts <= t]
+        after = [x for x in samples if x.ts > t]
+        if before and after and 0 < before[-1].running <= len(ids) and after[0].running == 0:
+            return len(ids), t
+    return None
+
+
+#: Round timeouts clients and proxies ship with or are set to (seconds).
+ROUND_TIMEOUTS = (60.0, 90.0, 120.0, 180.0, 240.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 3600.0)
+
+
+def _round_timeout(ages: list[float]) -> tuple[float, int] | None:
+    """(timeout, requests) when aborted requests ended at a round timeout's age (within 1.5 s, the 1-second
+    timestamps' error), the most hit first; None when none did."""
+    hits: dict[float, int] = {}
+    for a in ages:
+        for t in ROUND_TIMEOUTS:
+            if abs(a - t) <= max(1.5, 0.005 * t):
+                hits[t] = hits.get(t, 0) + 1
+    if not hits:
+        return None
+    t = max(hits, key=lambda k: (hits[k], k))
+    return t, hits[t]
 
 
 def _ages(run: Run, st: ServiceState, aborts: list[Event]) -> list[float]:
@@ -226,8 +283,8 @@ def _ages(run: Run, st: ServiceState, aborts: list[Event]) -> list[float]:
     for e in aborts:
         for rid in e.fields.get("request_ids") or [e.request_id]:
             j = js.get(str(rid)) or js.get(u.rid_base(str(rid))) if rid else None
-            if j is not None and j.arrival_ts and e.ts:
+            if j is not None and j.arrival_ts and e.ts and j.first_line < e.line:  # its arrival was logged
                 a = (e.ts - j.arrival_ts).total_seconds()
-                if a > 0.5:
+                if a >= 0:  # a cancel in the arrival's second counts too: it breaks an "all at N s" pattern
                     out.append(a)
     return out
