@@ -78,8 +78,9 @@ def _parsers(
     """One parser per input. ``skip_unreadable``: an input that cannot be read (missing, a directory,
     binary, no permission) is recorded as skipped (``InputStats.skipped``) instead of ending the run —
     unless no input at all could be read, which is still an ``InputError``."""
-    if isinstance(paths, str):
-        paths = [paths]
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]  # type: ignore[list-item]
+    paths = [os.fspath(p) for p in paths]  # the library accepts pathlib.Path
     bad: dict[str, str] = {}
     for p in paths:  # fail fast, before any output, on a bad path
         try:

@@ -6,6 +6,8 @@ moment. Both call ``Pipeline.feed(batch)``; rules read the resulting ``Run``.
 
 from __future__ import annotations
 
+import os
+
 import gc
 from collections import Counter
 from contextlib import contextmanager
@@ -477,7 +479,8 @@ def load(
     ``traces``: OTLP JSON trace files (or a ``traces.TraceSet``) whose spans join the journeys."""
     st = ParseStats()
     pipe = Pipeline(traces=read_trace_input(traces))
-    many = not isinstance(paths, str) and len(paths) > 1
+    paths = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+    many = len(paths) > 1
     with bulk_gc():
         for batch in iter_batches(paths, year=year, stats=st, progress=progress, skip_unreadable=many):
             pipe.feed(batch)

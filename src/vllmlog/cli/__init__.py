@@ -48,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         load_commands(argv)
         gc.freeze()  # the modules just imported live as long as the process: keep them out of every collection
-        app(args=argv, prog_name="vllmlog", standalone_mode=True)
+        try:
+            app(args=argv, prog_name="vllmlog", standalone_mode=True)
+        finally:
+            sys.stdout.flush()  # here, not at exit: a full disk or a closed pipe is reported like any error
     except SystemExit as exc:  # click exits through SystemExit in standalone mode
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 2)
@@ -61,5 +64,30 @@ def main(argv: list[str] | None = None) -> int:
         print("error: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        _quiet_stdout()
         return 0
+    except OSError as exc:  # -o /nonexistent/x, > /dev/full, a read-only target: one line, not a traceback
+        import errno
+
+        why = exc.strerror or str(exc)
+        if exc.filename:
+            print(f"error: {exc.filename}: {why}", file=sys.stderr)
+        elif exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO):
+            print(f"error: cannot write the output: {why}", file=sys.stderr)
+        else:
+            print(f"error: {why}", file=sys.stderr)
+        _quiet_stdout()
+        return 2
     return 0
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush of unwritable output raises nothing."""
+    import os
+
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -168,7 +168,7 @@ def _access_pattern() -> LinePattern:
 
 
 ENTRIES, KINDS = build(MESSAGES, _access_pattern())
-AVAILABLE = _speedups is not None and not os.environ.get("VLLMLOG_PURE")
+AVAILABLE = _speedups is not None and os.environ.get("VLLMLOG_PURE", "").strip().lower() in ("", "0", "false", "no", "off")
 TABLE = _speedups.compile(ENTRIES) if _speedups is not None else None
 scan = _speedups.scan if AVAILABLE else None
 
