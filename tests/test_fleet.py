@@ -336,6 +336,13 @@ def test_fleet_wide_needs_many_replicas() -> None:
     assert apart["incidents"] == []
     alone = reduce_fleet(healthy + [with_symptom("a", 100)])
     assert alone["incidents"] == []
+    # in a big fleet five replicas at once are many (a node's GPUs), though far below 25 %
+    big = [_fake(f"h{i:02d}") for i in range(60)]
+    node = reduce_fleet(big + [with_symptom(f"n{i}", 100 + 5 * i) for i in range(5)])
+    assert len(node["incidents"]) == 1 and node["incidents"][0]["replicas_affected"] == 5
+    assert node["incidents"][0]["confidence"] == "medium"  # a small share, but onsets within a minute
+    four = reduce_fleet(big + [with_symptom(f"n{i}", 100 + 5 * i) for i in range(4)])
+    assert four["incidents"] == []
 
 
 # --------------------------------------------------------------------------- the command

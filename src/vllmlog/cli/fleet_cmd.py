@@ -45,7 +45,7 @@ def fleet_cmd(
     grid: float = typer.Option(60.0, "--grid", help="Step of the fleet's time grid, seconds."),
     window: float = typer.Option(300.0, "--window", help="Onsets of one symptom within this many seconds on many "
                                  "replicas make one fleet-wide incident."),
-    min_share: float = typer.Option(0.25, "--min-share", help="…on at least this share of the replicas (and ≥ 2)."),
+    min_share: float = typer.Option(0.25, "--min-share", help="…on at least this share of the replicas (at least 2; 5 replicas always count as many)."),
     config: OptStr = typer.Option(None, "--config", "-c", help="Diagnosis thresholds (TOML), as for `vllmlog diagnose`."),
     fail_on: str = typer.Option("never", "--fail-on", help="Exit 1 when an incident is at least this severe: "
                                 + ", ".join(FAIL_ON_CHOICES) + "."),

@@ -2,8 +2,8 @@
 
 Each replica's diagnosis already found its symptoms (``dead``, ``stalled``, ``queueing`` …, with their onset).
 Symptoms of one kind are taken in onset order and clustered: a cluster holds the symptoms whose onset lies
-within ``window_s`` of the cluster's first onset. A cluster seen on at least ``max(2, ⌈min_share × N⌉)`` of the
-N replicas is a fleet-wide incident: one upstream cause (a deploy, the router, a load surge, shared storage or
+within ``window_s`` of the cluster's first onset. A cluster seen on at least ``max(2, min(⌈min_share × N⌉, 5))`` of
+the N replicas is a fleet-wide incident: one upstream cause (a deploy, the router, a load surge, shared storage or
 network) is then likelier than N independent faults, and the incident says which, from what the replicas
 share — their causes, a rise of the fleet's arrivals before the onset, how tightly the onsets line up.
 A symptom on fewer replicas stays each replica's own incident.
@@ -41,6 +41,9 @@ UPSTREAM: dict[str, str] = {
     "slow": "every replica slowed at once: a rollout (model, flags, image), shared hardware contention, or heavier "
             "requests from the clients",
 }
+#: This many replicas with the same symptom at once are "many" in any fleet (a node's 8 GPUs, a rack, an AZ):
+#: in a fleet of 100, five replicas dying within minutes is one event, not five.
+ENOUGH = 5
 #: Symptom kinds whose fleet-wide form a load surge explains (checked against the fleet's arrivals).
 LOAD_KINDS = frozenset({"queueing", "slow", "aborting", "thrashing"})
 
@@ -109,7 +112,7 @@ def fleet_incidents(results: Sequence[dict[str, Any]], merged: dict[str, Any], *
     n = len(results)
     if n < 2:
         return []
-    need = max(2, math.ceil(min_share * n))
+    need = max(2, min(math.ceil(min_share * n), ENOUGH))
     by_kind: dict[str, list[tuple[float, str, dict[str, Any]]]] = {}
     for r in results:
         for s in r.get("symptoms") or []:
