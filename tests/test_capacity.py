@@ -245,3 +245,26 @@ def test_analyze_report_has_a_capacity_section(tmp_path):
     assert "remove --num-gpu-blocks-override 16" in sec
     assert "&#x27;KV cache size&#x27; start-up line" in sec  # escaped
     assert "<a href='#capacity'>" in html
+
+
+def test_replicas_when_the_slo_barely_holds_or_cannot():
+    """One seat held 20 s per request: a trickle already waits > 1 s at p95 — a tiny rate, many replicas, and no
+    crash when the rate is zero (the smoke run found one)."""
+    from vllmlog.capacity import replicas as rmod
+    from vllmlog.capacity.load import Lengths, Load
+    from vllmlog.capacity.model import Throughput
+    from vllmlog.numbers import SloTargets
+
+    assert 0 < rmod.slo_rate(1, 1 / 20.0, 1.0) < 0.01
+    assert 15.5 < rmod.slo_rate(64, 1 / 3.65, 1.0) < 16.0
+    ld = Load(lengths=Lengths(prompt=100.0, output=400.0), running_max=1)
+    tp = Throughput(0.05, 0.0, 3, (1,), None)
+    r = rmod.plan(ld, tp, seats=1, fit=None, slo=SloTargets(), target=1.0)
+    assert r.needed is not None and r.needed > 100
+    zero = rmod.slo_rate
+    try:
+        rmod.slo_rate = lambda *a, **k: 0.0
+        r = rmod.plan(ld, tp, seats=1, fit=None, slo=SloTargets(), target=1.0)
+    finally:
+        rmod.slo_rate = zero
+    assert r.replicas is None and any("cannot be held" in a for a in r.assumptions)

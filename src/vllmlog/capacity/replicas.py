@@ -104,6 +104,10 @@ def plan(ld: Load, tp: Throughput | None, seats: int | None, fit: float | None, 
         lam_slo, how = lam, "no TTFT budget: at saturation"
     R.per_replica = Figure("per_replica_rate", "one replica sustains within the SLO", lam_slo, "req/s", MODEL, how,
                            ("Poisson arrivals; each request holds a seat for the latency at the operating point",))
+    if lam_slo <= 0:
+        R.assumptions.append(f"the TTFT SLO cannot be held even at no load with {int(n)} seat(s) of {w:.2f} s: "
+                             "no replica count will hold it")
+        return R
     if target:
         R.needed = max(1, math.ceil(target / lam_slo - 1e-9))
         R.replicas = max(R.needed, math.ceil(target / (lam_slo * (1 - headroom)) - 1e-9))
