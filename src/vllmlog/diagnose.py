@@ -157,6 +157,7 @@ def _before(cause: Finding, f: Finding) -> bool:
 #: path → (inode, size, [(line number, byte offset)]) checkpoints, so ``watch`` re-reads little.
 _INDEX: dict[str, tuple[int, int, list[tuple[int, int]]]] = {}
 _STEP = 4096
+_BLOCK = 1 << 20
 
 
 def _read_lines(path: str, wanted: set[int]) -> dict[int, str]:
@@ -178,18 +179,35 @@ def _read_lines(path: str, wanted: set[int]) -> dict[int, str]:
     if ino != st.st_ino or st.st_size < size:
         marks = [(1, 0)]
     start_line, off = max((m for m in marks if m[0] <= lo), default=(1, 0))
+    # block by block: newlines are counted in C and only a block holding a wanted line is split (a Python loop
+    # over every line of a 1M-line log was most of the evidence look-up); marks are block starts (line, offset)
+    want = sorted(w for w in wanted if w >= start_line)
+    k = 0
     with open(path, "rb") as fh:
         fh.seek(off)
-        i = start_line
-        for raw in fh:
-            if i % _STEP == 1 and i > marks[-1][0]:
-                marks.append((i, off))
-            if i in wanted:
-                out[i] = raw.decode("utf-8", "replace").rstrip("\r\n")
-            off += len(raw)
-            if i >= hi:
+        i = start_line  # the line that starts at ``off`` (= buf[0])
+        buf = b""
+        while k < len(want):
+            data = fh.read(_BLOCK)
+            if not data:  # the last line has no newline
+                if buf and want[k] == i:
+                    out[i] = buf.decode("utf-8", "replace").rstrip("\r\n")
                 break
-            i += 1
+            buf += data
+            n = buf.count(b"\n")
+            if not n:
+                continue
+            end = buf.rfind(b"\n") + 1
+            if want[k] < i + n:
+                lines = buf[:end].split(b"\n")
+                while k < len(want) and want[k] < i + n:
+                    out[want[k]] = lines[want[k] - i].decode("utf-8", "replace").rstrip("\r\n")
+                    k += 1
+            off += end
+            i += n
+            buf = buf[end:]
+            if i - marks[-1][0] >= _STEP:
+                marks.append((i, off))
     _INDEX[path] = (st.st_ino, st.st_size, marks)
     return out
 

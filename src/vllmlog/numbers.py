@@ -564,9 +564,13 @@ def preemptions(run: Run, rs: RequestStats, stats_sum: int | None) -> dict[str, 
         if s.source_kind in ("engine_stats", "prometheus"):
             groups.setdefault((s.file, s.server, s.engine, s.process if s.engine is None else None), []).append(s)
     pairs: list[tuple[StatsSample, StatsSample]] = []
+    arrivals: dict[str, list[float]] = {}  # per file, sorted once (not once per server run: linear in runs)
     for key, samples in groups.items():
-        arr = rs.arrival_times.get(key[0])
-        pairs += silent_preemption_intervals(samples, sorted(arr) if arr is not None else ())
+        arr = arrivals.get(key[0])
+        if arr is None:
+            a = rs.arrival_times.get(key[0])
+            arr = arrivals[key[0]] = sorted(a) if a is not None else []
+        pairs += silent_preemption_intervals(samples, arr)
     served = {(s.file, s.server) for s in run.series.stats} | {(j.file, j.server) for j in run.journeys}
     if rs.total:
         served |= {(s.file, s.index) for s in run.servers}  # streaming: journeys were folded, not kept

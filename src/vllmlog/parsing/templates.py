@@ -4,6 +4,7 @@ so lines we do not recognise are grouped and the report can show which new messa
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 MASKS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(?:cmpl|chatcmpl|chat|req|embd|resp|client|batch)[-_][\w.-]+"), "<ID>"),
@@ -18,6 +19,7 @@ MASKS: list[tuple[re.Pattern[str], str]] = [
 _MAX = 400
 
 
+@lru_cache(maxsize=8192)  # a log repeats a few hundred messages: the masks run once per distinct message
 def template(message: str) -> str:
     """Mask ids, hex, IPs, paths and numbers in a message (truncated to a sane length)."""
     t = message[:_MAX]

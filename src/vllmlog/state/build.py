@@ -131,7 +131,7 @@ def _coverage(run: Run, v: ServerView, engines: dict[Any, list[Interval]], ivs: 
         cov.max_running = max(cov.max_running, x.running)
         cov.max_waiting = max(cov.max_waiting, x.waiting)
     cov.trimmed = [e.line for e in v.events if e.kind in ("unparsed", "log") and _TRIM.match(e.text.split("\n", 1)[0])]
-    cov.requests = sum(1 for j in run.journeys if j.file == v.file and j.server == v.index)
+    cov.requests = len(v.journeys)  # the view's journeys: j.file == v.file and j.server == v.index
     return cov
 
 

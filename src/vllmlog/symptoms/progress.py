@@ -162,7 +162,7 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                           data={"peak_waiting": max(w), "duration_s": dur, "binding": bind, "drained": drained,
                                 "growing": growing})
     # per-request queue times (handbook / traced journeys)
-    long_q = [j for j in run.journeys if j.file == st.file and j.server == st.index and (u.jval(j, "queue_s") or 0) > QUEUE_S]
+    long_q = [j for j in v.journeys if (u.jval(j, "queue_s") or 0) > QUEUE_S]  # v.journeys: this run's, indexed once
     hb = [e for e in v.of("queue_wait_exceeded") if not v.in_shutdown(e.line)]
     n_j = max(1, st.coverage.requests)
     if (len(long_q) >= 3 and len(long_q) / n_j >= 0.05) or len(hb) >= 3:
@@ -215,7 +215,7 @@ def thrashing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     silent += [(x, 0) for x in collapse if all(x is not y for y, _ in silent)]
     n_silent = sum(d for _, d in silent)
     silent = [x for x, _ in silent]
-    jpre = [j for j in run.journeys if j.file == st.file and j.server == st.index and j.preemptions]
+    jpre = [j for j in v.journeys if j.preemptions]
     count = max(len(pre), cum, sum(x.preemptions for x in field), n_silent, sum(j.preemptions for j in jpre))
     if not (pre or field or silent or jpre):
         return
@@ -364,7 +364,7 @@ def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                               onset=run_[0].ts, end=run_[-1].ts, evidence=u.dedupe(_ev(run_)),
                               process=run_[0].sample.process, data={"prefill_s": dur, "intervals": len(run_)})
     # latency over the target, per request (journeys with measured times)
-    js = [j for j in run.journeys if j.file == st.file and j.server == st.index and j.status == "success"]
+    js = [j for j in v.journeys if j.status == "success"]
     got = [(j, u.jval(j, "ttft_s")) for j in js]
     got = [(j, t) for j, t in got if t is not None]
     slow_j = [j for j, t in got if t > ttft]

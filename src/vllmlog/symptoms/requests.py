@@ -274,11 +274,10 @@ def _round_timeout(ages: list[float]) -> tuple[float, int] | None:
 
 def _ages(run: Run, st: ServiceState, aborts: list[Event]) -> list[float]:
     js = {}
-    for j in run.journeys:
-        if j.file == st.file and j.server == st.index:
-            js[j.request_id] = j
-            for a in j.aliases:
-                js.setdefault(a, j)
+    for j in st.view.journeys:  # this server run's journeys (j.file == st.file and j.server == st.index)
+        js[j.request_id] = j
+        for a in j.aliases:
+            js.setdefault(a, j)
     out = []
     for e in aborts:
         for rid in e.fields.get("request_ids") or [e.request_id]:
