@@ -45,6 +45,8 @@ VLLMLOG = [  # (label, arguments)
     ("vllmlog parse → /dev/null (JSONL, default -j)", ["parse", "--year", "2026"]),
     ("vllmlog parse -j 1 (JSONL, one process)", ["parse", "--year", "2026", "-j", "1"]),
     ("vllmlog parse --stats", ["parse", "--stats", "--year", "2026"]),
+    ("vllmlog summary --json", ["summary", "--json", "--year", "2026"]),
+    ("vllmlog diagnose --json", ["diagnose", "--json", "--year", "2026"]),
     ("vllmlog analyze -o report.html", ["analyze", "--year", "2026", "--fail-on", "never", "-o", "{dir}/report.html"]),
 ]
 PURE = ("vllmlog parse -j 1, pure Python (VLLMLOG_PURE=1)", ["parse", "--year", "2026", "-j", "1"])

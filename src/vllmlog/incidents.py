@@ -232,14 +232,22 @@ def build(run: Run, found: list[tuple[Rule, Finding]], symptoms: list[Symptom], 
             i = parent[i]
         return i
 
+    # _leads and (without partial files) _explains need the same server run: pairs are taken within a server
+    # run's symptoms (the same partition and links as over all pairs, linear in server runs)
+    by_run: dict[tuple[Any, int], list[int]] = {}
     for i, a in enumerate(live):
-        for j, b in enumerate(live):
-            if i != j and _leads(a, b):
-                parent[root(j)] = root(i)
+        by_run.setdefault((a.file, a.server), []).append(i)
+    for idx in by_run.values():
+        for i in idx:
+            for j in idx:
+                if i != j and _leads(live[i], live[j]):
+                    parent[root(j)] = root(i)
     # findings → symptoms they explain (their strength)
     links: dict[int, list[tuple[int, int]]] = {}
+    every = range(len(live))
     for r, f in found:
-        for i, s in enumerate(live):
+        for i in (every if partial else by_run.get((f.file, f.server), ())):
+            s = live[i]
             k = _explains(r, f, s, st_of.get((s.file, s.server)), scope, recs)
             if k:
                 links.setdefault(id(f), []).append((i, k))
@@ -255,14 +263,19 @@ def build(run: Run, found: list[tuple[Rule, Finding]], symptoms: list[Symptom], 
 
     incidents: list[Incident] = []
     attached: set[int] = set()
-    for members in groups.values():
+    # each finding's links split by group once (in finding order, links in symptom order): the candidates of a
+    # group are what filtering every finding's links by the group's members gives, without groups × findings
+    group_of = {i: g for g, members in enumerate(groups.values()) for i in members}
+    per_group: list[list[tuple[Rule, Finding, int, list[Symptom]]]] = [[] for _ in groups]
+    for r, f in found:
+        split: dict[int, list[tuple[int, int]]] = {}
+        for i, k in links.get(id(f), []):
+            split.setdefault(group_of[i], []).append((i, k))
+        for g, ls in split.items():
+            per_group[g].append((r, f, max(k for _, k in ls), [live[i] for i, _ in ls]))
+    for g, members in enumerate(groups.values()):
         syms = [live[i] for i in members]
-        mem = set(members)
-        cands = []
-        for r, f in found:
-            ls = [(i, k) for i, k in links.get(id(f), []) if i in mem]
-            if ls:
-                cands.append((r, f, max(k for _, k in ls), [live[i] for i, _ in ls]))
+        cands = per_group[g]
         inc = _incident(syms, cands)
         for _, f, _, _ in cands:
             attached.add(id(f))

@@ -189,6 +189,8 @@ class ServerView:
     peer_serving: list[tuple[datetime, datetime | None]] = field(default_factory=list)
     """For a worker/engine-only log (no API-server line of its own, another input file is the API
     server's log): when the servers of the other files were serving (ready time, end time)."""
+    _kinds: Any = field(default=None, repr=False, compare=False)
+    """``of``'s index: (events indexed, kind → positions, lines when in order)."""
 
     @property
     def file(self) -> str:
@@ -202,17 +204,28 @@ class ServerView:
 
     def of(self, *kinds: str, before: int | None = None, after: int | None = None) -> list[Event]:
         """Events whose kind, exc_kind or one of exc_kinds is one of ``kinds`` (optionally between two lines)."""
-        ks = set(kinds)
-        out = []
-        for e in self.events:
-            if before is not None and e.line >= before:
-                break
-            if after is not None and e.line <= after:
-                continue
-            if e.kind in ks or e.fields.get("exc_kind") in ks or (
-                    "exc_kinds" in e.fields and not ks.isdisjoint(e.fields["exc_kinds"])):
-                out.append(e)
-        return out
+        evs = self.events
+        idx = self._kinds
+        if idx is None or idx[0] != len(evs):  # by kind once per view (rules ask a view many times)
+            by: dict[str, list[int]] = {}
+            for p, e in enumerate(evs):
+                for k in kinds_of(e):
+                    by.setdefault(k, []).append(p)
+            lines = [e.line for e in evs]
+            ordered = all(a <= b for a, b in zip(lines, lines[1:]))
+            idx = self._kinds = (len(evs), by, lines if ordered else None)
+        by, lines = idx[1], idx[2]
+        if len(kinds) == 1:
+            pos: Sequence[int] = by.get(kinds[0], ())
+        else:
+            pos = sorted({p for k in kinds for p in by.get(k, ())})
+        cut = len(evs)
+        if before is not None:  # the scan stopped at the first event at or after ``before``
+            if lines is not None:
+                cut = bisect.bisect_left(lines, before)
+            else:
+                cut = next((p for p, e in enumerate(evs) if e.line >= before), cut)
+        return [evs[p] for p in pos if p < cut and (after is None or evs[p].line > after)]
 
     def serving(self, line: int) -> bool:
         """True when ``line`` comes after the server became ready."""
