@@ -141,28 +141,29 @@ def grouped_events(run: Run, levels: tuple[str, ...], when: Callable[[datetime],
     (``skip``/``only``: leave out / keep only the events a predicate picks)."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for e in run.notable:
-        if (skip is not None and skip(e)) or (only is not None and not only(e)):
-            continue
-        lvl = e.level
+        lvl = e.level  # the level first: the predicates (pure) run only on events of the wanted levels
         if e.kind == "http_access":
             st = e.fields.get("http_status") or 0
             lvl = "ERROR" if st >= 500 else ("WARNING" if st >= 400 else lvl)
         if lvl not in levels:
             continue
+        if (skip is not None and skip(e)) or (only is not None and not only(e)):
+            continue
         if when is not None and (e.ts is None or not when(e.ts)):
             continue
         tmpl = e.template or template(_message(e))
         key = (e.kind, tmpl)
+        iso = _iso(e.ts)
         g = groups.get(key)
         if g is None:
-            g = groups[key] = {"kind": e.kind, "template": tmpl, "level": lvl, "count": 0, "first_seen": _iso(e.ts),
-                               "last_seen": _iso(e.ts), "file": e.file, "first_line": e.line}
+            g = groups[key] = {"kind": e.kind, "template": tmpl, "level": lvl, "count": 0, "first_seen": iso,
+                               "last_seen": iso, "file": e.file, "first_line": e.line}
         g["count"] += 1
-        if e.ts is not None:
-            if g["first_seen"] is None or _iso(e.ts) < g["first_seen"]:  # type: ignore[operator]
-                g["first_seen"] = _iso(e.ts)
-            if g["last_seen"] is None or _iso(e.ts) > g["last_seen"]:  # type: ignore[operator]
-                g["last_seen"] = _iso(e.ts)
+        if iso is not None:
+            if g["first_seen"] is None or iso < g["first_seen"]:  # type: ignore[operator]
+                g["first_seen"] = iso
+            if g["last_seen"] is None or iso > g["last_seen"]:  # type: ignore[operator]
+                g["last_seen"] = iso
     return sorted(groups.values(), key=lambda g: (-g["count"], g["first_seen"] or ""))[:top]
 
 
