@@ -3,6 +3,7 @@ slows down against the run's own normal."""
 
 from __future__ import annotations
 
+import bisect
 from statistics import median
 from typing import TYPE_CHECKING, Iterator
 
@@ -265,6 +266,12 @@ def _lone_floor(st: ServiceState, opts: dict) -> float | None:
     return min(cap, max(5.0, LONE_BANDWIDTH_GBS / (w * max(1, st.config.pipeline_parallel_size))))
 
 
+def _sorted_median(c: list[float]) -> float:
+    """``statistics.median`` of an already sorted list."""
+    n = len(c)
+    return c[n // 2] if n % 2 == 1 else (c[n // 2 - 1] + c[n // 2]) / 2
+
+
 def _kv_full_collapse(st: ServiceState) -> list[Interval]:
     """Intervals of a KV-full thrash told by the stats alone (V0 before 0.4.x and V1 print no preemption): the
     cache ≥ 95 % full with requests waiting, and generation throughput below 60 % of what the same server did at a
@@ -274,9 +281,12 @@ def _kv_full_collapse(st: ServiceState) -> list[Interval]:
         ref = [x for x in xs if x.busy and not x.stuck and (x.kv or 0) < 0.95]
         run_: list[Interval] = []
         for x in xs:
-            comp = [r.gen_tps for r in ref if r.ts and x.ts and r.ts < x.ts and r.running
-                    and 0.75 <= x.running / r.running <= 1.33]
-            if (x.kv or 0) >= 0.95 and x.waiting > 0 and len(comp) >= 3 and x.gen_tps < 0.6 * median(comp):
+            hit = False
+            if (x.kv or 0) >= 0.95 and x.waiting > 0:  # the comparison only where the cache is full (was every x)
+                comp = [r.gen_tps for r in ref if r.ts and x.ts and r.ts < x.ts and r.running
+                        and 0.75 <= x.running / r.running <= 1.33]
+                hit = len(comp) >= 3 and x.gen_tps < 0.6 * median(comp)
+            if hit:
                 run_.append(x)
                 continue
             if len(run_) >= 3:
@@ -317,9 +327,15 @@ def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
         ref: list[Interval] = []
         low: list[Interval] = []
         cur: list[Interval] = []
+        # per Running value seen, the comparable earlier throughputs kept sorted as ref grows (the same values as
+        # filtering ref for every interval, and the same median; linear in the run's length instead of quadratic)
+        comps: dict[float, list[float]] = {}
         for x in busy:
-            comp = [r.gen_tps for r in ref if r.running and 0.75 <= x.running / r.running <= 1.33]
-            if len(comp) >= 3 and x.gen_tps < 0.5 * median(comp):
+            comp = comps.get(x.running)
+            if comp is None:
+                comp = comps[x.running] = sorted(r.gen_tps for r in ref if r.running
+                                                 and 0.75 <= x.running / r.running <= 1.33)
+            if len(comp) >= 3 and x.gen_tps < 0.5 * _sorted_median(comp):
                 cur.append(x)
                 continue
             if len(cur) >= 3:
@@ -327,6 +343,10 @@ def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                 low += cur[1:]
             cur = []
             ref.append(x)
+            if x.running:
+                for k, c in comps.items():
+                    if 0.75 <= k / x.running <= 1.33:
+                        bisect.insort(c, x.gen_tps)
         if len(cur) >= 3:
             low += cur
         if not low:
