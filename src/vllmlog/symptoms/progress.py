@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import bisect
 from statistics import median
-from typing import TYPE_CHECKING, Iterator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..rules import _util as u
+from ..model import Event
 from ..rules.base import Evidence, Severity
 from ..state.model import KV_FULL, Interval
 from .base import Symptom, detector, trend_of
@@ -81,26 +83,58 @@ def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                                 "stats_gap_s": gap, "timeouts": len(timeouts)})
     # the stats stop after a busy interval while requests keep arriving: the engine stopped stepping (V1 logs
     # stats from the engine's outputs, so a wedged engine core goes silent)
+    # — also when the operator then stops it (the silence before the SIGTERM counts), and when the stats come back
+    # later (a stall that ended: the engine resumed, or was unstuck)
+    graceful = next((e for e in v.events if e.line == v.graceful_line), None) if v.graceful_line else None
+    stop_ts = graceful.ts if graceful is not None and graceful.ts is not None else v.srv.end_ts
+    typical = st.coverage.interval_s or 10.0
+    quiet = max(6 * typical, 60.0)
+
+    def arrivals(t0: Any, t1: Any) -> tuple[list[Any], list[Event]]:
+        # requests the engine took (a 400 never reaches it: an idle V0 engine logs no stats while clients are refused)
+        js = [j for j in v.journeys if j.arrival_ts and t0 < j.arrival_ts < t1 and (j.http_status or 200) < 400
+              and j.status != "rejected"]
+        evs = [e for e in v.events if e.ts and t0 < e.ts < t1 and (e.kind in (
+            "request_aborted", "shm_broadcast_timeout", "rpc_timeout") or (e.kind == "http_access" and (
+                e.fields.get("http_status") or 0) >= 500))]
+        return js, evs
+
+    for xs in st.engines.values():
+        xs = [x for x in xs if x.ts is not None and not v.in_shutdown(x.sample.line)]
+        for a, b in zip(xs, xs[1:]):
+            if not a.busy or a.stuck:
+                continue
+            gap = (b.ts - a.ts).total_seconds()
+            if gap < quiet:
+                continue
+            js, evs = arrivals(a.ts, b.ts)
+            if len(js) + len(evs) < 3:
+                continue
+            evid = [u.sample_ev(a.sample), u.sample_ev(b.sample)] + [Evidence(j.file, j.first_line, "") for j in js[:2]
+                                                                    if j.first_line] + [u.first(e) for e in evs[:2]]
+            yield Symptom("stalled", st.file, st.index, Severity.ERROR,
+                          f"No progress: the stats stop after Running {a.running} for {u.secs(gap)} while "
+                          f"{len(js) + len(evs)} more requests/aborts arrive, then resume.",
+                          onset=a.ts, end=b.ts, trend="recovered", evidence=u.dedupe(evid), process=a.sample.process,
+                          data={"stalled_s": gap, "running": a.running, "stats_stopped": True, "resumed": True})
     for xs in st.engines.values():
         if not xs:
             continue
         last = xs[-1]
-        if not last.busy or v.in_shutdown(last.sample.line) or last.ts is None or v.srv.end_ts is None:
+        if not last.busy or v.in_shutdown(last.sample.line) or last.ts is None or stop_ts is None:
             continue
-        silent = (v.srv.end_ts - last.ts).total_seconds()
-        typical = st.coverage.interval_s or 10.0
-        later = [j for j in v.journeys if j.arrival_ts and j.arrival_ts > last.ts]
-        later_ev = [e for e in v.events if e.ts and e.ts > last.ts and e.kind in ("request_aborted", "http_access",
-                                                                                  "shm_broadcast_timeout", "rpc_timeout")]
-        if silent >= max(6 * typical, 60.0) and len(later) + len(later_ev) >= 3 and not v.graceful_line:
+        silent = (stop_ts - last.ts).total_seconds()
+        later, later_ev = arrivals(last.ts, stop_ts + timedelta(seconds=1))
+        if silent >= quiet and len(later) + len(later_ev) >= 3:
             evid = [u.sample_ev(last.sample)] + [Evidence(j.file, j.first_line, "") for j in later[:2] if j.first_line] \
                 + [u.first(e) for e in later_ev[:3]]
             yield Symptom("stalled", st.file, st.index, Severity.CRITICAL,
                           f"No progress: the stats stop after Running {last.running}"
                           + (" at 0 tokens/s" if last.stuck else "") + f" — no stats line for {u.secs(silent)} while "
                           f"{len(later) + len(later_ev)} more requests/aborts arrive.",
-                          onset=last.ts, end=v.srv.end_ts, evidence=u.dedupe(evid), process=last.sample.process,
-                          data={"stalled_s": silent, "running": last.running, "stats_stopped": True})
+                          onset=last.ts, end=stop_ts, evidence=u.dedupe(evid), process=last.sample.process,
+                          data={"stalled_s": silent, "running": last.running, "stats_stopped": True,
+                                "then_stopped": graceful is not None})
     # hang timeouts while serving with no stats line to show it (stats off, or the stats stopped)
     if not any(True for xs in st.engines.values() for x in xs if x.stuck):
         tos = [e for e in v.of(*_HANG) if v.serving(e.line) and not v.in_shutdown(e.line)]
