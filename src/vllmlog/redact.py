@@ -21,9 +21,14 @@ _FIELDS = r"(?:prompt|prompts|output|outputs|text|prompt_text|output_text|input|
 _RULES: list[tuple[re.Pattern[str], str]] = [
     # JSON body logged by --enable-log-requests (0.32): everything after the marker is the client's body
     (re.compile(r"(JSON body: ).*"), r"\1[redacted]"),
+    # a capitalised label ("Prompt: …", "Output: …": the handbook's details lines, client logs) prints the text as
+    # it is, unquoted: the rest of its line, whatever it starts with ("Prompt: [] abc" is text, not a list)
+    (re.compile(r"\b((?:Prompt|Output|Input|Completion)s?: )(?!'\[redacted\]')[^\n]+"), r"\1[redacted]"),
     # prompt / output text, V0 and V1 request logger, handbook details lines, client logs: name: '…',
     # name='…' (bytes, lists and tuples of strings too), any case (Prompt:, Output:)
-    (re.compile(r"(?i)(\b" + _FIELDS + r"""(?:\\?["'])?\s{0,3}[:=]\s{0,3})(?:""" + _SEQ + "|" + _Q + ")", re.S), r"\1'[redacted]'"),
+    # (the value must end where a value ends: "Prompt: []abc" is an unquoted label, redacted by the next rule)
+    (re.compile(r"(?i)(\b" + _FIELDS + r"""(?:\\?["'])?\s{0,3}[:=]\s{0,3})(?:""" + _SEQ + "|" + _Q + r""")(?=[\s,;:)}]|$)""",
+                re.S), r"\1'[redacted]'"),
     # an unquoted 'Prompt: …' / 'Output: …' label: the rest of its line
     (re.compile(r"(?i)\b((?:prompt|output|input|completion)s?:)(?![ \t]*'\[redacted\]')[^\n]+"), r"\1 [redacted]"),
     (re.compile(r"(\b(?:prompt|output)_token_ids: )" + _LIST), r"\1[redacted]"),
