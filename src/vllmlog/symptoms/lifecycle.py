@@ -94,19 +94,37 @@ def never_ready(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     if last_ms is not None:
         evid.append(u.first(last_ms))
     stage = lc.startup_stage or "start-up"
+    # the start-up waterfall (vllmlog.startup: traced spans, else the log's own milestones) names the phase it was
+    # in when it failed or got stuck, and for how long
+    op = None
+    try:
+        from ..startup import of_server
+
+        su = of_server(run, st.file, st.index)
+        op = su.stopped_in() if su is not None else None
+    except Exception:  # noqa: BLE001 - the waterfall is a refinement; the symptom stands without it
+        op = None
+    if op is not None and op.name:
+        stage = op.name
+        if op.line:
+            evid.append(Evidence(op.file, op.line, ""))
     if errs:
         exc = next((e for e in errs if e.fields.get("exc_message")), root)
-        what = f"failed after '{stage}': {describe(exc)[:160]}"
+        what = f"failed {'in' if op is not None else 'after'} '{stage}': {describe(exc)[:160]}"
     elif waits:
-        what = f"stuck after '{stage}': {len(waits)} wait/timeout line(s), {u.msg_of(waits[0])[:100]}"
+        what = f"stuck {'in' if op is not None else 'after'} '{stage}': {len(waits)} wait/timeout line(s), " \
+               f"{u.msg_of(waits[0])[:100]}"
     else:
-        what = f"stuck after '{stage}' for {u.secs(stuck_s)} with no further start-up progress"
+        what = f"stuck in '{stage}' for {u.secs(op.seconds if op is not None and op.seconds else stuck_s)} with no " \
+               "further start-up progress"
     yield Symptom(
         "never_ready", st.file, st.index, Severity.CRITICAL, f"The server never became ready: {what.rstrip('. ')}.",
         onset=root.ts if root is not None else v.srv.start_ts, end=v.srv.end_ts,
         trend="recovered" if lc.restarted else "stable", evidence=u.dedupe(evid, 8),
         category=None if errs else "engine_hang", process=root.process if root is not None else None,
         data={"stage": stage, "errors": len(errs), "waits": len(waits), "stuck_s": stuck_s,
+              "stopped_in": op.name if op is not None else None,
+              "stopped_in_s": op.seconds if op is not None else None,
               "root_line": root.line if root is not None else None},
     )
 
