@@ -104,7 +104,6 @@ class Incident:
             "repeats": self.repeats,
         }
 
-
     @property
     def alert_code(self) -> str:
         """What ``watch`` alerts on: the cause's code, or the impact when no cause is established."""

@@ -48,13 +48,8 @@ def default_evaluator(
         # the same incidents as `diagnose`: an alert is an incident (keyed by its cause's code); it resolves
         # once the incident's last moment is stale by the log's own clock (it recovered, or a restart made it
         # history) — AlertEngine's stale_after; findings outside incidents (notes) feed vllmlog_findings_active
-        run_diag = getattr(dg, "run_diagnosis", None)
-        if run_diag is None:  # pragma: no cover - an older diagnose without incidents
-            fs = dg.diagnose(run, config, fill_text=False)
-            incidents: list[Any] = []
-        else:
-            d = run_diag(run, config, fill_text=False)
-            fs, incidents = list(d.findings), list(d.incidents)
+        d = dg.run_diagnosis(run, config, fill_text=False)
+        fs, incidents = list(d.findings), list(d.incidents)
         if resolve is not None and known_codes is not None and run.files and run.files[0] != "-":
             known = known_codes()
             new = [f for f in fs if f.code not in known]
@@ -67,6 +62,7 @@ def default_evaluator(
         in_incident = {id(f) for i in incidents for f in i.findings}
         out += [f.to_dict() if hasattr(f, "to_dict") else dict(f) for f in fs if id(f) not in in_incident]
         return out
+
     return evaluate
 
 

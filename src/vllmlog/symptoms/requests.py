@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Any, TYPE_CHECKING, Iterator
 
@@ -236,20 +237,18 @@ def aborting(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
 def _mass_abort(st: ServiceState, ab: list[Event]) -> tuple[int, Any] | None:
     """(n, when) when ≥ 3 requests were aborted within one second and they were every request in flight: Running in
     the stats line before was no more than that, and 0 in the one after."""
-    from collections import defaultdict
-
-    by_s: dict[Any, set[str]] = defaultdict(set)
+    by_s: dict[Any, set[str]] = {}
     for e in ab:
         if e.ts is not None:
             for rid in e.fields.get("request_ids") or [e.request_id or str(e.line)]:
-                by_s[e.ts.replace(microsecond=0)].add(str(rid))
+                by_s.setdefault(e.ts.replace(microsecond=0), set()).add(str(rid))
     samples = sorted((x for xs in st.engines.values() for x in xs if x.ts is not None), key=lambda x: x.ts)
+    times = [x.ts for x in samples]
     for t, ids in sorted(by_s.items(), key=lambda kv: -len(kv[1])):
         if len(ids) < 3:
             break
-        before = [x for x in samples if x.ts <= t]
-        after = [x for x in samples if x.ts > t]
-        if before and after and 0 < before[-1].running <= len(ids) and after[0].running == 0:
+        k = bisect.bisect_right(times, t)  # samples[:k] at or before the burst, samples[k:] after it
+        if 0 < k < len(samples) and 0 < samples[k - 1].running <= len(ids) and samples[k].running == 0:
             return len(ids), t
     return None
 
