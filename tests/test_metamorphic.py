@@ -278,13 +278,6 @@ _MID_GAP = ("a stall whose stats resume is found only from an interval at 0 toke
             "of the SIGSTOP is exactly 3× and the 0-tokens/s interval is averaged away or isolated, and a "
             "mid-run silence after a busy interval while requests keep arriving is looked for only when it "
             "lasts to the end of the log (symptoms/progress.stalled)")
-_DEEP_QUEUE = ("a deep queue at the seat limit (Running = max_num_seqs = 4, Waiting 60) needs two stats "
-               "intervals to count (symptoms/progress.queueing: len(deep) >= 2); the same 20 s of queue seen "
-               "at a 20 s stats interval is one interval and passes as a burst that drains")
-_NO_ARGS = ("the seat limit is known only from the args line (state/config: max_num_seqs 'logged'); in an excerpt "
-            "that starts after the server became ready, Running pinned at 4 with Waiting 60 (15× the running "
-            "count, for two intervals) is not recognised as a deep queue at the seat limit and passes as a "
-            "burst that drains")
 _SILENT_PREEMPT = ("V1 0.32 logs no preemption, so it is inferred from two consecutive stats lines (Running falls "
                    "7 → 5 while Waiting rises 9 → 11 at KV 100 %, symptoms/progress.thrashing); at a 20 s interval one "
                    "line remains (Running 5, Waiting 11, KV 100 % of a 2,048-token cache set by "
@@ -292,11 +285,8 @@ _SILENT_PREEMPT = ("V1 0.32 logs no preemption, so it is inferred from two conse
 SAME_XFAIL = {
     ("stats-interval-x2", "03-kv-full"): _SILENT_PREEMPT,
     ("drop-every-other-stats", "03-kv-full"): _SILENT_PREEMPT,
-    ("excerpt-from-ready", "02-queue"): _NO_ARGS,
     ("stats-interval-x2", "P2-hang"): _MID_GAP,
     ("drop-every-other-stats", "P2-hang"): _MID_GAP,
-    ("stats-interval-x2", "02-queue"): _DEEP_QUEUE,
-    ("drop-every-other-stats", "02-queue"): _DEEP_QUEUE,
 }
 
 
@@ -338,9 +328,6 @@ def test_kv_steady_90_99_without_preemption_is_healthy(case: str, tmp_path: Path
     assert dg.verdict.qualifier in (None, "saturated")
 
 
-@pytest.mark.xfail(strict=True, reason="the 'saturated' qualifier counts stats intervals (at the seat limit + KV ≥ 90 % "
-                   "+ queued ≥ 2, verdict._qualifier), so the same burst seen at a 10 s instead of a 5 s interval "
-                   "is plain 'healthy'")
 def test_stats_interval_keeps_saturated_qualifier(tmp_path: Path) -> None:
     dg = diagnose(M.merge_stats(base_log("46-v0-burst")), tmp_path)
     assert dg.verdict.label == base_diag("46-v0-burst").verdict.label == "HEALTHY (saturated)"
@@ -379,9 +366,7 @@ _ROTATED = ("two rotated pieces of one server's log (server.log.1, server.log) a
     pytest.param("P2-hang", marks=pytest.mark.xfail(strict=True, reason=_ROTATED.format(
         what="the SIGSTOP stall, whose 0-tokens/s interval is in the first piece and whose resumed stats are in the "
              "second, is seen by neither (degraded, client_abort instead of failing, engine_hang)"))),
-    pytest.param("02-queue", marks=pytest.mark.xfail(strict=True, reason=_ROTATED.format(
-        what="the seat limit (max_num_seqs 4) stated in the first piece's args line is unknown to the second, where "
-             "the deep queue is, and the run is called healthy"))),
+    "02-queue",
 ])
 @pytest.mark.parametrize("order", ["oldest-first", "newest-first"])
 def test_rotated_log_in_two_files(base: str, order: str, tmp_path: Path) -> None:

@@ -153,6 +153,10 @@ def _check(name: str, kind: str, kinds: dict[str, list[Any]], states: list[Servi
     return Check(name, PASSED, detail)
 
 
+#: Saturation seen for this long (two 5 s stats intervals) makes a healthy run *healthy (saturated)*.
+SATURATED_S = 10.0
+
+
 def _qualifier(states: list[ServiceState], requests: int) -> tuple[str | None, str]:
     xs = [x for s in states for x in s.intervals]
     busy = [x for x in xs if x.busy]
@@ -168,6 +172,8 @@ def _qualifier(states: list[ServiceState], requests: int) -> tuple[str | None, s
         parts.append(f"KV cache ≥ 90 % in {len(kv_full)} interval(s)")
     if queued:
         parts.append(f"requests queued in {len(queued)} interval(s) and drained")
-    if parts and (len(at_cap) + len(kv_full) + len(queued)) >= 2:
+    # how long it was saturated, not how many stats lines said so (the stats interval is a setting)
+    seen = {id(x): x.dt_s for x in at_cap + kv_full + queued}
+    if parts and ((len(at_cap) + len(kv_full) + len(queued)) >= 2 or sum(seen.values()) >= SATURATED_S):
         return "saturated", "; ".join(parts) + " — without errors, stalls or lasting queues"
     return None, f"{requests} request(s), {len(busy)} busy stats interval(s); every check passed"

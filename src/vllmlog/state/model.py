@@ -230,15 +230,20 @@ class ServiceState:
                 "requests": dict(self.statuses)}
 
 
+#: How long Running must sit at its maximum with requests waiting to be taken as the seat limit.
+PLATEAU_S = 20.0
+
+
 def _plateau(xs: list[Interval]) -> int | None:
-    """A Running value that is the maximum of the run, held for ≥ 3 intervals while requests waited."""
+    """A Running value that is the maximum of the run, held while requests waited for ≥ 3 stats intervals or
+    ≥ 20 s (two 10 s intervals: the stats interval is a setting, the time the limit held is the evidence)."""
     if not xs:
         return None
     top = max(x.running for x in xs)
     if top <= 0:
         return None
-    held = sum(1 for x in xs if x.running == top and x.waiting > 0)
-    return top if held >= 3 else None
+    held = [x for x in xs if x.running == top and x.waiting > 0]
+    return top if len(held) >= 3 or sum(x.dt_s for x in held) >= PLATEAU_S else None
 
 
 def _iso(ts: datetime | None) -> str | None:

@@ -23,6 +23,9 @@ _HANG = ("shm_broadcast_timeout", "rpc_timeout", "engine_iteration_timeout")
 NOT_ADMITTED_S = 300.0
 #: A queue that lasts this long without draining is a backlog (the handbook's "waiting > 30 s").
 QUEUE_S = 30.0
+#: A deep queue at the seat limit (Waiting ≥ 2 × max_num_seqs) seen for this long — two 10 s stats intervals,
+#: three at 5 s — is several service times of waiting, whatever the stats interval.
+DEEP_QUEUE_S = 15.0
 
 
 def _runs(xs: list[Interval], pred) -> list[list[Interval]]:
@@ -165,9 +168,10 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             # a deep queue at the seat limit: each request waits several service times, however short the window
             cap = run_[0].cap
             deep = [x for x in run_ if cap and x.running >= cap and x.waiting >= 2 * cap]
+            deep_s = sum(x.dt_s for x in deep)  # time, not a count of stats lines (the interval is a setting)
             cut = nxt is None and (st.lifecycle.restarted or not st.lifecycle.shutdown_ts and _ended_badly(st))
             drain_s = _drain_time(run_, nxt)
-            if len(deep) >= 2 and (not falling or cut):
+            if (len(deep) >= 2 or deep_s >= DEEP_QUEUE_S) and (not falling or cut):
                 pass  # several service times of queue; not drained before the server run ended (killed, restarted)
             elif drain_s is not None and (drain_s >= 10 * QUEUE_S or (drain_s >= 4 * QUEUE_S and _seat_bound(run_))):
                 pass  # falling, but so slowly that the last requests wait many minutes — or minutes behind a seat
