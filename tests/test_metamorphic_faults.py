@@ -435,9 +435,7 @@ _JOINED = ("incidents.build joins symptoms that lead to each other (failing → 
 
 @pytest.mark.parametrize("base", [
     "P2-hang", "02-queue", "05-bad-input", "49-v1-seats", "14-v0-thrash", "03-kv-full",
-    pytest.param("T2-aborts", marks=pytest.mark.xfail(strict=True, reason=_JOINED.format(when=""))),
-    pytest.param("04-aborts", marks=pytest.mark.xfail(strict=True, reason=_JOINED.format(
-        when=", without asking which started first (aborts from 03:04:28, the 500s at 03:04:47)"))),
+    "T2-aborts", "04-aborts",
 ])
 def test_500_burst_on_a_troubled_server_is_at_least_failing(base: str, tmp_path: Path) -> None:
     """On a server already in trouble (a hang, a queue, bad requests, thrashing, aborts) twelve more 500s make

@@ -39,6 +39,14 @@ CROSS_FILE_S = 120.0
 JOIN_S = 600.0
 #: Two symptoms of kinds that feed each other, begun within this many seconds: neither is upstream of the other.
 MUTUAL_TIE_S = 30.0
+#: Symptom pairs where the first leads to the second only if it began first: a queue or a stall keeps an older
+#: symptom going, but a burst of 5xx answers cannot be why clients were already aborting.
+ONSET_FIRST = frozenset({("failing", "aborting")})
+#: A symptom whose mechanism-confirmed explainer is one of these causes has a cause of its own and is not the
+#: consequence of the other: clients that abort at a fixed age, or cancel everything in flight at once, do so
+#: whatever the server answered other requests (a stall or a queue, in contrast, is why requests reach a client's
+#: timeout, and stays joined).
+OWN_CAUSE: dict[tuple[str, str], frozenset[str]] = {("failing", "aborting"): frozenset({"client_abort", "timeout"})}
 
 #: How specific a category is as a root cause (a named mechanism beats a generic one).
 SPECIFICITY = {
@@ -183,6 +191,8 @@ def _leads(a: Symptom, b: Symptom) -> bool:
         return False
     if a.onset is None or b.onset is None:
         return True
+    if (a.kind, b.kind) in ONSET_FIRST and (a.onset - b.onset).total_seconds() > SLACK_S:
+        return False  # failed answers do not make clients give up on requests that were aborted before them
     b_end = b.end or b.onset
     a_end = a.end or a.onset
     return (a.onset - b_end).total_seconds() <= SLACK_S and (b.onset - a_end).total_seconds() <= JOIN_S
@@ -236,13 +246,9 @@ def build(run: Run, found: list[tuple[Rule, Finding]], symptoms: list[Symptom], 
     by_run: dict[tuple[Any, int], list[int]] = {}
     for i, a in enumerate(live):
         by_run.setdefault((a.file, a.server), []).append(i)
-    for idx in by_run.values():
-        for i in idx:
-            for j in idx:
-                if i != j and _leads(live[i], live[j]):
-                    parent[root(j)] = root(i)
     # findings → symptoms they explain (their strength)
     links: dict[int, list[tuple[int, int]]] = {}
+    own: dict[int, set[str]] = {}
     every = range(len(live))
     for r, f in found:
         for i in (every if partial else by_run.get((f.file, f.server), ())):
@@ -250,6 +256,14 @@ def build(run: Run, found: list[tuple[Rule, Finding]], symptoms: list[Symptom], 
             k = _explains(r, f, s, st_of.get((s.file, s.server)), scope, recs)
             if k:
                 links.setdefault(id(f), []).append((i, k))
+                if k == 2:
+                    own.setdefault(i, set()).add(f.category)
+    for idx in by_run.values():
+        for i in idx:
+            for j in idx:
+                if i != j and _leads(live[i], live[j]) and not (
+                        own.get(j, set()) & OWN_CAUSE.get((live[i].kind, live[j].kind), frozenset())):
+                    parent[root(j)] = root(i)
     # a finding explaining symptoms of two groups joins them (one cause, one incident)
     for ls in links.values():
         for (i, _), (j, _) in zip(ls, ls[1:]):
