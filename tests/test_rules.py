@@ -136,6 +136,7 @@ VARIANTS = {
     "v0_zero_gpu_blocks.log": ("K201", "kv_cache_capacity_error"),
     "torch_rank_prefix_no_cache.log": ("K201", "kv_cache_capacity_error"),
     "v1_error_stack_bad_param.log": ("R602", "bad_request_params"),
+    "v1_no_kernel_image.log": ("E404", "config_error"),  # a build without kernels for this GPU: the environment
 }
 
 

@@ -26,6 +26,15 @@ _MEMORY = re.compile(r"out of memory|not enough (?:GPU )?memory|memory utilizati
 _LOAD = re.compile(r"model_loader|load_weights|safetensors|from_pretrained|hf_hub|huggingface_hub|weight_utils|"
                    r"AutoConfig|configuration_auto|transformers_utils/config|Unrecognized model|tokenizer", re.I)
 
+#: The device runtime, driver or compiled kernels do not match the hardware: an environment/build problem (the
+#: wrong wheel, container or toolchain for this GPU), not the engine — fixed by installing a matching build.
+_PLATFORM = re.compile(r"(?:hip|cuda|rocm) runtime failed to load|provide architecture for which code is to be generated|"
+                       r"no kernel image is available for execution|invalid device function|hipErrorNoBinaryForGpu|"
+                       r"CUDA driver version is insufficient|Found no NVIDIA driver|Unsupported gpu architecture|"
+                       r"is not compatible with the current PyTorch installation|undefined symbol: \w{1,200}|"
+                       r"compute capability \S{1,10} (?:is )?(?:not supported|below)|"
+                       r"(?:lib(?:cudart|cublas|nccl|amdhip64)\S{0,20}\.so\S{0,10}): cannot open shared object", re.I)
+
 
 def _infer(e) -> str:
     """Best category for an unrecognised start-up exception, from its type, message and frames."""
@@ -35,6 +44,8 @@ def _infer(e) -> str:
         return "startup_oom"
     if e.kind == "engine_start_timeout" or "TimeoutError" in xt:
         return "engine_hang"
+    if _PLATFORM.search(e.text[-4000:]) or _PLATFORM.search(xm):
+        return "config_error"
     if _LOAD.search(e.text) and "Error" in xt and not _CONFIG_FRAMES.search(e.text.split("\n")[-1]):
         return "model_load_failure"
     if ("ValueError" in xt or "TypeError" in xt or "ValidationError" in xt or "NotImplementedError" in xt) \
@@ -105,8 +116,12 @@ class EngineStartFailed(Rule):
                 server=v.index,
                 root_cause="The engine process raised during initialisation" + (" or did not become ready in time." if timeout else "."),
                 remediation={
-                    "config_error": "Fix the argument combination named in the error (the message says which flag to "
-                                    "raise or lower), then restart.",
+                    "config_error": ("Install a vLLM / PyTorch / Triton build made for this device (the official "
+                                     "container for the platform, or the target architecture set for the toolchain, "
+                                     "e.g. `PYTORCH_ROCM_ARCH` / `TORCH_CUDA_ARCH_LIST`), then restart."
+                                     if _PLATFORM.search(exc.text[-4000:]) or _PLATFORM.search(str(msg)) else
+                                     "Fix the argument combination named in the error (the message says which flag "
+                                     "to raise or lower), then restart."),
                     "startup_oom": "Free device memory or lower `--gpu-memory-utilization`, `--max-model-len`, "
                                    "`--max-num-seqs`; check `nvidia-smi` for other processes.",
                     "model_load_failure": "Check the model path, revision and weight files named in the error.",
