@@ -10,6 +10,9 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 # docker compose: "vllm-1  | ", "vllm_server_1 | "
 DOCKER = re.compile(r"^[A-Za-z0-9][\w.-]{0,62}\s*\| ")
 # kubectl logs --prefix: "[pod/vllm-7d9f-x2/vllm] " (before the --timestamps stamp when both are given)
+#: A log console's export (Anyscale / Ray dashboard): "U | 2026-07-18 11:27:50.068 | worker |   | <line>" —
+#: an optional stream letter, the collector's timestamp, the component, a free column.
+CONSOLE = re.compile(r"^(?:[A-Z] \| )?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d{1,9})?) \| [\w.:-]{1,40} \| [^|]{0,60}\| ")
 K8S_PREFIX = re.compile(r"^\[pod/[^\s/\]]+/[^\s\]]+\] ")
 # journalctl (short format): "Apr 18 09:00:00 gpu-node-3 vllm[2211]: "
 JOURNAL = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.-]+ [\w./@:-]+(?:\[\d+\])?: ")

@@ -19,7 +19,7 @@ from ..model import Event
 from . import engine, failures, handbook, raw, requests, runtime, startup, uvicorn  # noqa: F401  (register patterns)
 from . import fast
 from .fields import dumps_safe
-from .envelope import (ANSI, DOCKER, EXC_LINE, FASTCHAT, JOURNAL, K8S_PREFIX, K8S_TS, PROC, PYLOG, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM,
+from .envelope import (ANSI, CONSOLE, DOCKER, EXC_LINE, FASTCHAT, JOURNAL, K8S_PREFIX, K8S_TS, PROC, PYLOG, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM,
                        is_tb_continuation)
 from .registry import MESSAGES, RAW, LinePattern
 from .templates import template
@@ -344,6 +344,12 @@ class LineParser:
                 if m:
                     s = s[m.end():]
                     c0 = s[:1]
+            if s[1:4] == " | " or (c0.isdigit() and s[4:5] == "-" and s[23:26] == " | " or s[19:22] == " | "):
+                m = CONSOLE.match(s)
+                if m:
+                    wrap_ts = m.group(1).replace(" ", "T")
+                    s = s[m.end():]
+                    c0 = s[:1]
             if c0 == "[" and s.startswith("[pod/"):
                 m = K8S_PREFIX.match(s)
                 if m:
@@ -497,8 +503,8 @@ class LineParser:
             else:
                 r.level = None
                 r.msg = s
-                if s.startswith("Traceback (most recent call last)"):
-                    r.tb = True
+                if s.startswith(("Traceback (most recent call last)", "Exception raised in creation task: ")):
+                    r.tb = True  # Ray prints an actor's creation-task traceback without the header line
                 elif s.startswith("Process ") and s.endswith(":"):
                     r.cont = True  # multiprocessing prints "Process X:" then the traceback
                 elif c0 == "[":

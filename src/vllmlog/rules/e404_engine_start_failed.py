@@ -48,8 +48,8 @@ def _infer(e) -> str:
         return "config_error"
     if _LOAD.search(e.text) and "Error" in xt and not _CONFIG_FRAMES.search(e.text.split("\n")[-1]):
         return "model_load_failure"
-    if ("ValueError" in xt or "TypeError" in xt or "ValidationError" in xt or "NotImplementedError" in xt) \
-            and _CONFIG_FRAMES.search(e.text):
+    if any(t in xt for t in ("ValueError", "TypeError", "ValidationError", "NotImplementedError", "AttributeError")) \
+            and _CONFIG_FRAMES.search(e.text):  # raised while the engine's configuration was built
         return "config_error"
     if "NCCL" in xm or "nccl" in e.text.lower() and "Dist" in xt:
         return "distributed_nccl"
