@@ -75,19 +75,29 @@ def analyze_fleet(paths: Sequence[str] | str, *, engine: str = "local", workers:
 
 
 def _split_multi_pod(disc: Discovery, engine: str, workers: int | None, address: str | None, out: str) -> Discovery:
-    """Files holding several pods' ``kubectl logs --prefix`` lines become one replica per pod (split by workers)."""
+    """Files holding several replicas' lines become one replica each (split by workers): several pods' ``kubectl
+    logs --prefix`` lines (``pods``), or several hosts' / concurrent servers' lines (``hosts``: journald, syslog,
+    docker compose prefixes, vLLM's ``(APIServer pid=N)`` tags)."""
+    from .hosts import sniff, split_hosts
     from .pods import pods_in, split_pods
 
     multi = [r for r in disc.replicas if len(pods_in(r.paths[0])) >= 2]
-    if not multi:
+    merged = [r for r in disc.replicas if r not in multi and sniff(r.paths[0]).merged]
+    if not multi and not merged:
         return disc
-    split = run_engine(engine, multi, {"split_dir": os.path.abspath(os.path.join(out, "split"))}, workers=workers,
-                       address=address, fn=split_pods)
-    keep = [r for r in disc.replicas if r not in multi]
+    split_dir = {"split_dir": os.path.abspath(os.path.join(out, "split"))}
+    split = []
+    if multi:
+        split += run_engine(engine, multi, split_dir, workers=workers, address=address, fn=split_pods)
+    if merged:
+        split += run_engine(engine, merged, split_dir, workers=workers, address=address, fn=split_hosts)
+    parents = multi + merged
+    keep = [r for r in disc.replicas if r not in parents]
     taken = {r.name for r in keep}
     by_parent = {s["parent"]: s["pods"] for s in split}
-    for parent in multi:
-        for p in by_parent[parent.name]:
+    for parent in parents:
+        pods = by_parent[parent.name]
+        for p in pods:
             name = p["name"] if p["name"] not in taken else f"{parent.name}/{p['name']}"
             taken.add(name)
             keep.append(ReplicaSpec(name, tuple(p["paths"]), parent.traces))

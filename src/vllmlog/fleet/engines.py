@@ -72,7 +72,7 @@ def run_local(specs: Sequence[ReplicaSpec], opts: dict[str, Any], workers: int |
 
 def _died(spec: ReplicaSpec, fn: Callable[..., Any], why: str) -> Any:
     """The result of a task whose worker died: an error result for the map, the spec unsplit for the pod split."""
-    if getattr(fn, "__name__", "") == "split_pods":
+    if getattr(fn, "__name__", "") in ("split_pods", "split_hosts"):
         return {"parent": spec.name, "pods": [spec.to_dict()]}
     return {"schema": "vllmlog.fleet.replica/1", "replica": spec.name, "files": list(spec.paths), "error": why}
 

@@ -5,7 +5,8 @@ and without ``.log``/``.txt``/``.out`` — a ``kubectl logs`` dump ``vllm-7d9f-a
 ``vllm-7d9f-abcde``. A Kubernetes node's log tree (``/var/log/pods/<ns>_<pod>_<uid>/<container>/0.log``)
 names the replica after the pod. Rotated pieces of one replica (``x.log.2.gz``, ``x.log.1``, ``x.log``) are
 one replica whose pieces are read oldest first as one stream. Two replicas whose names collide (the same
-file name in two directories) are told apart by their parent directory.
+file name in two directories: every host's ``vllm.log``) are named by the host their logs state
+(``fleet.hosts``), else told apart by their parent directory.
 """
 
 from __future__ import annotations
@@ -172,12 +173,26 @@ def discover(args: Sequence[str] | str) -> Discovery:
         by_name.setdefault(stem, []).append((d, stem))
     specs = []
     for stem, keys in by_name.items():
+        ordered = {k: tuple(p for _, p in sorted(groups[k], key=lambda t: (t[0], t[1]))) for k in keys}
+        hosts = _hosts_of(ordered, set(by_name)) if len(keys) > 1 else {}
         for d, _ in keys:
-            name = stem if len(keys) == 1 else _qualified(d, stem, [k[0] for k in keys])
-            pieces = tuple(p for _, p in sorted(groups[(d, stem)], key=lambda t: (t[0], t[1])))
-            specs.append(ReplicaSpec(name, pieces))
+            name = stem if len(keys) == 1 else hosts.get((d, stem)) or _qualified(d, stem, [k[0] for k in keys])
+            specs.append(ReplicaSpec(name, ordered[(d, stem)]))
     specs.sort(key=lambda s: s.name)
     return Discovery(specs, ignored)
+
+
+def _hosts_of(groups: dict[tuple[str, str], tuple[str, ...]], taken: set[str]) -> dict[tuple[str, str], str]:
+    """Replicas whose file names collide (``a/vllm.log``, ``b/vllm.log``), named by the host their log states
+    (``fleet.hosts``: journald / syslog / compose prefixes) when each names one host and no two the same;
+    otherwise {} (the caller qualifies them by directory)."""
+    from .hosts import sniff
+
+    names = {k: sniff(pieces[-1]).host for k, pieces in groups.items()}
+    got = list(names.values())
+    if None in got or len(set(got)) != len(got) or any(n in taken for n in got):
+        return {}
+    return names  # type: ignore[return-value]
 
 
 def _qualified(d: str, stem: str, dirs: Iterable[str]) -> str:

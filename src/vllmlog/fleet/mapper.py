@@ -227,7 +227,9 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
                 "max_num_seqs": (s.args or {}).get("max_num_seqs")} for s in run.servers]
     report = None
     if opts.get("reports_dir"):
-        report = _replica_report(run, numbers, ru, dg, opts["reports_dir"], name, rd)
+        joined = (local[0], pieces, f"{name} (pieces joined)") if len(pieces) > 1 or local[0] != pieces[0]["path"] \
+            else None
+        report = _replica_report(run, numbers, ru, dg, opts["reports_dir"], name, rd, joined)
     rows = None
     rows_dir = opts.get("rows_dir")
     if rows_dir:
@@ -272,10 +274,14 @@ def decode_speed(run: Any) -> dict[str, Any]:
 
 
 def _replica_report(run: Any, numbers: dict[str, Any], ru: dict[str, Any], dg: Any, reports_dir: str, name: str,
-                    rd: Any) -> str | None:
-    """The replica's own HTML report (``analyze``'s, from the same run, numbers and diagnosis): its file name."""
+                    rd: Any, joined: tuple[str, list[dict[str, Any]], str] | None = None) -> str | None:
+    """The replica's own HTML report (``analyze``'s, from the same run, numbers and diagnosis): its file name.
+
+    ``joined``: (the local copy, its pieces, a label) when the pieces were joined into one local stream: every
+    ``file:line`` of the page then names the piece and that piece's own line (``at_pieces``)."""
     from ..analyze import TIMELINE_LIMIT, Analysis, _cap_timeline, _summary_detail, _timeline_dicts, finding_dict
-    from ..export.html import write_report
+    from ..errors import InputError
+    from ..export.html import render_report
     from ..timeline import build_timeline
 
     unavailable: dict[str, str] = {}
@@ -294,5 +300,32 @@ def _replica_report(run: Any, numbers: dict[str, Any], ru: dict[str, Any], dg: A
                  verdict_info=dg.verdict.to_dict() if dg.verdict is not None else None)
     os.makedirs(reports_dir, exist_ok=True)
     fname = safe_name(name) + ".html"
-    write_report(a, os.path.join(reports_dir, fname), redactor=rd, title=f"vLLM replica {name}")
+    text = render_report(a, redactor=rd, title=f"vLLM replica {name}")
+    if joined is not None:
+        text = at_pieces(text, *joined)
+    try:
+        with open(os.path.join(reports_dir, fname), "w", encoding="utf-8") as fp:
+            fp.write(text)
+    except OSError as exc:
+        raise InputError(f"cannot write report {fname}: {exc.strerror or exc}") from exc
     return fname
+
+
+def at_pieces(text: str, local: str, pieces: list[dict[str, Any]], label: str) -> str:
+    """``text`` (a rendered page) with every reference into the joined local copy pointed back at its piece:
+    ``<local>:N`` → ``<piece>:M`` and ``<local's file name>:N`` → ``<piece's file name>:M`` (M: the line in that
+    piece); any other mention of the copy (a server's file, a chart's source) → ``label``. The copy's name is
+    ``safe_name(replica).log`` in a fresh temporary directory, so nothing else in the page can match it."""
+    import html
+
+    base = os.path.basename(local)
+    pat = re.compile("(" + re.escape(local) + "|" + re.escape(base) + r")(?::(\d+))?")
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(2) is None:
+            return html.escape(label, quote=True)
+        f, ln = _origin(pieces, [local], local, int(m.group(2)))
+        shown = str(f) if m.group(1) == local else os.path.basename(str(f))
+        return f"{html.escape(shown, quote=True)}:{ln}"
+
+    return pat.sub(sub, text)
