@@ -19,7 +19,6 @@ CASES = sorted(p for p in BLIND.glob("blind*/*.json"))
 
 #: case → the mechanism still missing (each was a miss when its batch was scored; see docs/diagnosis-accuracy.md)
 OPEN = {
-    "blind6/29-v1-dp2-forced-eager-slower-than-tp": "forced enforce_eager (DP on 0.9) is not weighed as the cause of the queue",
     "blind7/19-v1-tp2-enforce-eager-1p5b-one-request-at-a-time-slow": "no device floor for a lone request's decode speed",
 }
 

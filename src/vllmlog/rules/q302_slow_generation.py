@@ -32,6 +32,15 @@ class SlowGeneration(Rule):
     options: dict[str, Any] = {"min_generation_tps": 20.0, "min_samples": 3, "min_fraction": 0.1}
     consequence_of = ("kv_cache_pressure_preemption", "engine_hang", "queue_backlog")
 
+    def mechanism(self, finding: Finding, symptom: Any, state: Any) -> bool | None:
+        """A queue of compute: decode is slow because of a setting the log names (enforce-eager, CPU offload …),
+        and neither the seats nor the KV cache is what holds the waiting requests back — each sequence simply
+        takes longer, so the same arrivals need more of them in flight (Little's law) than the engine admits."""
+        if symptom.kind == "queueing" and finding.data.get("slow_settings") and (finding.data.get(
+                "median_decode_tps") or 0) < float(finding.data.get("target_tps") or 0):
+            return True if symptom.data.get("binding") not in ("max_num_seqs", "kv_cache") else None
+        return None
+
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         target = float(options["min_generation_tps"])
         for v in u.servers(run):
@@ -93,5 +102,6 @@ class SlowGeneration(Rule):
                              + f"Lower `--max-num-seqs` (now {u.arg(v, 'max_num_seqs') or 'default'}) to trade throughput for "
                             "per-request speed; check KV pressure (K202); use more GPUs (`--tensor-parallel-size`) or a "
                             "quantized model; bound long prefills with `--max-num-batched-tokens`."),
-                data={"target_tps": target, "median_decode_tps": median(speeds) if speeds else None},
+                data={"target_tps": target, "median_decode_tps": median(speeds) if speeds else None,
+                      "slow_settings": [what for _, what in slow_cfg]},
             )
