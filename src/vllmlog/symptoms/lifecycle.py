@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import TYPE_CHECKING, Iterator
 
@@ -102,7 +103,8 @@ def never_ready(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
 
         su = of_server(run, st.file, st.index)
         op = su.stopped_in() if su is not None else None
-    except Exception:  # noqa: BLE001 - the waterfall is a refinement; the symptom stands without it
+    except Exception:  # noqa: BLE001 - the waterfall is a refinement: the symptom stands without it, the bug is logged
+        logging.getLogger(__name__).exception("start-up waterfall of %s#%s failed", st.file, st.index)
         op = None
     if op is not None and op.name:
         stage = op.name
