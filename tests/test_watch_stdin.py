@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -44,9 +45,12 @@ def test_cli_stdin_alerts_match_diagnose(path: Path) -> None:
     from vllmlog.diagnose import run_diagnosis
 
     incidents = {i.alert_code: i for i in run_diagnosis(load(str(path))).incidents}
+    # an alert fires as soon as its incident shows: when the pipe delivered the log in parts, the counts in
+    # its headline ('(4 requests failed)') are those of the part read by then, the rest is the same
+    counts = lambda h: re.sub(r" \(\d[^)]*\)", "", h)  # noqa: E731
     for a in alerts:
         inc = incidents[a["code"]]
-        assert (a["incident"], a["message"], a["severity"]) == (inc.id, inc.headline, inc.severity.label)
+        assert (a["incident"], counts(a["message"]), a["severity"]) == (inc.id, counts(inc.headline), inc.severity.label)
         assert a["remediation"] == inc.fixes
 
 

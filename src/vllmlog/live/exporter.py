@@ -8,7 +8,6 @@ dashboards and tests rely on.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections import Counter
@@ -137,7 +136,7 @@ class LiveCollector(Collector):
     def _build(self) -> Iterator[Metric]:
         inst = self.instance
         s = self.state
-        if not s.lock.acquire(timeout=SCRAPE_WAIT_S):
+        if not s.acquire_for_read(SCRAPE_WAIT_S):
             raise _Busy
         try:
             lines = dict(s.lines)
@@ -318,80 +317,32 @@ class _Busy(Exception):
 
 
 SOCKET_TIMEOUT_S = 5.0
-"""A connection that sends no complete request within this time is closed (idle, half-open clients)."""
+"""A connection that sends no complete request within this time (or takes no response within it) is cut."""
 BACKLOG = 128
 """Pending connections the kernel queues (the default 5 overflowed with 32 concurrent scrapers)."""
 MAX_CONNECTIONS = 1024
-"""Connections served at once; beyond, a new one is closed at once. Each holds a thread until it ends, at most
-``SOCKET_TIMEOUT_S`` when idle (300 idle half-open clients pin 300 threads for 5 s, not forever)."""
-
-
-def _server_classes() -> tuple[type, type]:
-    from socketserver import ThreadingMixIn
-    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
-
-    class Handler(WSGIRequestHandler):
-        timeout = SOCKET_TIMEOUT_S  # StreamRequestHandler sets it on the connection
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002  (no access log on stderr)
-            pass
-
-    class Server(ThreadingMixIn, WSGIServer):
-        daemon_threads = True
-        block_on_close = False
-        request_queue_size = BACKLOG
-        allow_reuse_address = True
-
-        def __init__(self, *a: object, **kw: object) -> None:
-            self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-            self.refused = 0
-            super().__init__(*a, **kw)  # type: ignore[arg-type]
-
-        def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-            if not self._slots.acquire(blocking=False):
-                self.refused += 1
-                self.shutdown_request(request)
-                return
-            try:
-                super().process_request(request, client_address)  # type: ignore[arg-type]
-            except Exception:
-                self._slots.release()
-                raise
-
-        def process_request_thread(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-            try:
-                super().process_request_thread(request, client_address)  # type: ignore[misc]
-            finally:
-                self._slots.release()
-
-        def handle_error(self, request: object, client_address: object) -> None:
-            pass  # a client that hung up or timed out is not an error of ours
-
-    return Server, Handler
+"""Connections open at once; beyond, a new one is closed at once. An open connection costs a socket, not a
+thread (one event-loop thread serves them all; two worker threads build responses)."""
 
 
 def serve(registry: CollectorRegistry, listen: str) -> tuple[object, object]:
     """Start the HTTP endpoint (``/metrics``) in a daemon thread; return (server, thread).
 
-    Thread per connection with a socket timeout (``SOCKET_TIMEOUT_S``), a backlog of ``BACKLOG`` and at most
-    ``MAX_CONNECTIONS`` at once, so idle half-open clients cannot pin threads and a burst of scrapers is
-    queued, not refused."""
-    from wsgiref.simple_server import make_server
-
+    A bounded server (``live.httpserver``): one event-loop thread for every connection, a socket timeout
+    (``SOCKET_TIMEOUT_S``), a backlog of ``BACKLOG``, at most ``MAX_CONNECTIONS`` open, scrapes that arrive
+    together sharing one build; so idle half-open clients cost no thread and a burst of scrapers is queued,
+    not refused."""
     from prometheus_client import make_wsgi_app
 
     from ..errors import ConfigError
+    from .httpserver import BoundedHTTPServer, bind
 
     host, port = parse_listen(listen)
-    Server, Handler = _server_classes()
-    if ":" in host:
-        Server.address_family = socket.AF_INET6
     try:
-        httpd = make_server(host, port, make_wsgi_app(registry), Server, handler_class=Handler)
+        sock = bind(host, port, BACKLOG)
     except (OSError, OverflowError) as exc:
         msg = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(f"cannot listen on {listen}: {msg}",
                           hint="pick a free port (port 0 picks one and reports it)") from None
-    t = threading.Thread(target=httpd.serve_forever, name="vllmlog-exporter", daemon=True)
-    t.start()
-    return httpd, t
+    httpd = BoundedHTTPServer(make_wsgi_app(registry), sock, timeout=SOCKET_TIMEOUT_S, max_connections=MAX_CONNECTIONS)
+    return httpd, httpd.start()

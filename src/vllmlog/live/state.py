@@ -117,6 +117,10 @@ class StatsGauge:
     ts: datetime | None
 
 
+FEED_CHUNK = 1_000
+"""Lines parsed per hold of the state's lock (a scrape waits for one chunk at most, not for a whole poll)."""
+
+
 class LiveState:
     """Everything ``watch`` knows about the followed log; ``feed`` segments, read under ``lock``."""
 
@@ -135,6 +139,8 @@ class LiveState:
     ) -> None:
         self.file = file
         self.lock = threading.RLock()
+        self._readers = 0
+        """Readers waiting for ``lock`` (a hint read without the lock: ``feed`` yields between chunks)."""
         self.parser = LineParser(file, year)
         # finished journeys go to our sink (observed, kept in a short ring), never into a growing list
         self.pipe = Pipeline(journey_sink=self._observe, keep_journeys=False)
@@ -196,20 +202,38 @@ class LiveState:
 
     # ------------------------------------------------------------------ feeding
     def feed(self, segments: Iterable[Segment]) -> list[Event]:
-        """Parse and fold the lines of some segments; return the completed events."""
+        """Parse and fold the lines of some segments; return the completed events.
+
+        The lock is held for ``FEED_CHUNK`` lines at a time, and given up to a waiting reader (a scrape)
+        between chunks: a 1 MiB poll is many short holds, not one long one (the same events: the parser is
+        streaming, a chunk boundary is a poll boundary)."""
         out: list[Event] = []
+        for seg in segments:
+            lines = seg.lines
+            for i in range(0, len(lines) or 1, FEED_CHUNK):
+                part = lines[i : i + FEED_CHUNK]
+                with self.lock:
+                    if i == 0 and seg.new_generation:
+                        out += self._fold(self.parser.close())
+                    self.pending_lines += len(part)
+                    if part and part[-1][0] - part[0][0] == len(part) - 1:  # consecutive: the compiled fast path
+                        out += self._fold(self.parser.feed_lines(part[0][0], [t for _, t in part]))
+                    else:
+                        out += self._fold(self.parser.feed(part))
+                if self._readers:
+                    time.sleep(0)  # let the waiting reader take the lock before we take it again
         with self.lock:
-            for seg in segments:
-                if seg.new_generation:
-                    out += self._fold(self.parser.close())
-                self.pending_lines += len(seg.lines)
-                lines = seg.lines
-                if lines and lines[-1][0] - lines[0][0] == len(lines) - 1:  # consecutive: the compiled fast path
-                    out += self._fold(self.parser.feed_lines(lines[0][0], [t for _, t in lines]))
-                else:
-                    out += self._fold(self.parser.feed(lines))
             self._bound()
         return out
+
+    def acquire_for_read(self, timeout: float) -> bool:
+        """Take ``lock`` within ``timeout`` seconds as a reader (a scrape): ``feed`` yields it between chunks
+        to a waiting reader. The caller releases ``lock``."""
+        self._readers += 1
+        try:
+            return self.lock.acquire(timeout=timeout)
+        finally:
+            self._readers -= 1
 
     def flush(self) -> list[Event]:
         """Complete the open record (input idle: a traceback's last line has arrived)."""

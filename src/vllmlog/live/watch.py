@@ -290,15 +290,29 @@ class Watcher:
     def finish(self, *, eof: bool = False) -> None:
         """Input is over (``eof``: journeys close as at the end of a file) or we stop: complete the
         last record, diagnose once more."""
-        segs = self.source.close()
-        if segs:
-            self.state.feed(segs)
+        try:
+            segs = self.source.close()
+        except Exception:  # noqa: BLE001  (each stage fails alone, at the end too)
+            self._failed("read", "close")
+            segs = []
+        try:
+            if segs:
+                self.state.feed(segs)
+        except Exception:  # noqa: BLE001
+            self._failed("parse", "feed")
+            self.health.lines_failed += sum(len(s.lines) for s in segs)
         if self.spans is not None:
-            self.state.feed_spans(self.spans.drain())
-        if eof:
-            self.state.end_of_input()
-        else:
-            self.state.flush()
+            try:
+                self.state.feed_spans(self.spans.drain())
+            except Exception:  # noqa: BLE001
+                self._failed("spans", "feed_spans")
+        try:
+            if eof:
+                self.state.end_of_input()
+            else:
+                self.state.flush()
+        except Exception:  # noqa: BLE001
+            self._failed("parse", "end_of_input" if eof else "flush")
         self._update_health(self.source)
         if self.evaluate is not None:
             self.diagnose()
