@@ -55,6 +55,12 @@ def fleet_cmd(
     traces: Optional[List[str]] = typer.Option(None, "--traces", help="OpenTelemetry traces (OTLP JSON lines files, "
                                                "directories, globs); a trace file joins the replica it is named after "
                                                "(<replica>-traces.otlp.jsonl). Repeatable.", metavar="TRACES"),
+    prometheus: Optional[List[str]] = typer.Option(None, "--prometheus", help="Each replica's /metrics history: a "
+                                                   "Prometheus server URL (targets joined to replicas by their pod / "
+                                                   "instance label) or saved exposition snapshots (files, directories, "
+                                                   "globs; named after the replica or with an instance label). Feeds "
+                                                   "the KV / queue series and the diagnosis. Repeatable.",
+                                                   metavar="URL|SNAPSHOTS"),
     year: OptInt = YearOpt,
 ) -> None:
     """Many replicas at once: the fleet's RED/USE, replicas worst first, outliers, router skew, fleet-wide incidents."""
@@ -79,7 +85,7 @@ def fleet_cmd(
     fa = analyze_fleet(inputs, engine=engine, workers=workers, address=address, out_dir=out_dir, year=year,
                        grid_s=grid, window_s=window, min_share=min_share, config=config, show_prompts=show_prompts,
                        mask_ips=mask_ips, replica_reports=replica_reports and not no_html, traces=traces,
-                       progress=progress)
+                       prometheus=prometheus, progress=progress)
     doc = fa.to_dict()
     if not fa.report["replicas_read"]:
         first = fa.report["coverage"]["unreadable"][0]

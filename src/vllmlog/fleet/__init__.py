@@ -52,11 +52,12 @@ def analyze_fleet(paths: Sequence[str] | str, *, engine: str = "local", workers:
                   grid_s: float = 60.0, window_s: float = 300.0, min_share: float = 0.25,
                   config: str | None = None, show_prompts: bool = False, mask_ips: bool = False,
                   replica_reports: bool = False, traces: Sequence[str] | None = None,
-                  progress: Any = None) -> FleetAnalysis:
+                  prometheus: Sequence[str] | None = None, progress: Any = None) -> FleetAnalysis:
     """Discover, map (with ``engine``), reduce. ``out_dir`` receives ``rows/<replica>.parquet`` (a temporary
     directory when None — the rows then live only as long as the process), and with ``replica_reports`` each
     replica's own HTML report in ``replicas/``. ``traces``: OTLP trace files or directories, each joined to the
-    replica it is named after (``inputs.with_traces``)."""
+    replica it is named after (``inputs.with_traces``). ``prometheus``: Prometheus server URLs or saved ``/metrics``
+    snapshots, each target joined to its replica (``prom.with_prometheus``)."""
     disc = discover(paths)
     if traces:
         from .inputs import with_traces
@@ -69,8 +70,17 @@ def analyze_fleet(paths: Sequence[str] | str, *, engine: str = "local", workers:
             "show_prompts": show_prompts, "mask_ips": mask_ips,
             "reports_dir": os.path.abspath(os.path.join(out, "replicas")) if replica_reports else None}
     disc = _split_multi_pod(disc, engine, workers, address, out)
+    metrics = None
+    if prometheus:
+        from .prom import with_prometheus
+
+        reps, metrics = with_prometheus(disc.replicas, prometheus)
+        disc = Discovery(reps, disc.ignored)
     results = run_engine(engine, disc.replicas, opts, workers=workers, address=address, progress=progress)
     report = reduce_fleet(results, rows_dir=rows_dir, window_s=window_s, min_share=min_share)
+    if metrics is not None:
+        metrics["points"] = sum((r.get("metrics") or {}).get("points", 0) for r in results)
+        report["metrics"] = metrics
     return FleetAnalysis(report, results, out, engine, disc.ignored)
 
 
@@ -100,6 +110,6 @@ def _split_multi_pod(disc: Discovery, engine: str, workers: int | None, address:
         for p in pods:
             name = p["name"] if p["name"] not in taken else f"{parent.name}/{p['name']}"
             taken.add(name)
-            keep.append(ReplicaSpec(name, tuple(p["paths"]), parent.traces))
+            keep.append(ReplicaSpec(name, tuple(p["paths"]), parent.traces, parent.metrics))
     keep.sort(key=lambda r: r.name)
     return Discovery(keep, disc.ignored)

@@ -5,6 +5,9 @@ Per bucket: requests that arrived, requests that ended by outcome (success / fai
 aborted, at their last known time), and from the engine's stats lines (or the handbook's decode lines) the
 KV-cache usage (sum and count of samples → mean; max), Waiting and Running (max) and generation throughput
 (sum and count → mean). A bucket with no sample holds ``None`` (not observed), never 0.
+
+With ``fleet --prometheus``, a bucket that has no stats line of the log takes the replica's ``/metrics`` points
+instead (within the log's own time range; ``metrics_n`` counts them): the log's own lines win where both exist.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any, Iterable
 from .mapper import epoch
 
 COUNTS = ("arrivals", "success", "failed", "aborted", "unfinished")
-SUMS = ("kv_sum", "kv_n", "gen_sum", "gen_n")
+SUMS = ("kv_sum", "kv_n", "gen_sum", "gen_n", "metrics_n")
 MAXES = ("kv_max", "waiting_max", "running_max")
 FIELDS = COUNTS + SUMS + MAXES
 _OUTCOME = {"success": "success", "error": "failed", "cancelled": "failed", "aborted": "aborted",
@@ -51,11 +54,20 @@ def replica_grid(run: Any, step: float) -> dict[str, Any]:
         e = epoch(j.finish_ts or j.last_token_ts or j.first_token_ts or j.scheduled_ts or j.arrival_ts)
         if e is not None:
             add(cell(e), _OUTCOME.get(j.status, "unfinished"), 1)
-    for s in run.series.stats:
+    log_stats = [s for s in run.series.stats if s.source_kind != "prometheus"]
+    prom = [s for s in run.series.stats if s.source_kind == "prometheus"]
+    if prom:  # /metrics fill the buckets without a stats line, within the log's own time range
+        have = {_bucket(t, step) for t in (epoch(s.ts) for s in log_stats) if t is not None}
+        lo, hi = epoch(run.start_ts), epoch(run.end_ts)
+        prom = [s for s in prom if (t := epoch(s.ts)) is not None and _bucket(t, step) not in have
+                and (lo is None or lo <= t) and (hi is None or t <= hi)]
+    for s in log_stats + prom:
         t = epoch(s.ts)
         if t is None:
             continue
         c = cell(t)
+        if s.source_kind == "prometheus":
+            add(c, "metrics_n", 1)
         if s.kv_cache_usage is not None:
             add(c, "kv_sum", float(s.kv_cache_usage))
             add(c, "kv_n", 1)

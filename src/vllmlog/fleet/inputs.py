@@ -33,16 +33,20 @@ _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
 
 @dataclass(frozen=True)
 class ReplicaSpec:
-    """One replica: its name, its pieces (paths or URLs), oldest first, and its trace files (OTLP JSON lines)."""
+    """One replica: its name, its pieces (paths or URLs), oldest first, its trace files (OTLP JSON lines) and its
+    ``/metrics`` history sources (``fleet.prom``)."""
 
     name: str
     paths: tuple[str, ...]
     traces: tuple[str, ...] = ()
+    metrics: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "paths": list(self.paths)}
         if self.traces:
             d["traces"] = list(self.traces)
+        if self.metrics:
+            d["metrics"] = [dict(m) for m in self.metrics]
         return d
 
 

@@ -155,7 +155,7 @@ def map_replica(spec: dict[str, Any], opts: dict[str, Any] | None = None) -> dic
         base["traces_files"] = list(spec["traces"])
     try:
         with stream_of(name, paths) as (local, pieces, problems):
-            res = _analyse(name, local, pieces, opts, tuple(spec.get("traces") or ()))
+            res = _analyse(name, local, pieces, opts, tuple(spec.get("traces") or ()), spec.get("metrics") or ())
             if local[0] not in paths:  # the local copy's temporary path must not reach the result
                 label = paths[0] if len(paths) == 1 else f"{name} (pieces joined)"
                 res = _replace(res, local[0], label, pieces)
@@ -175,7 +175,7 @@ def map_replica(spec: dict[str, Any], opts: dict[str, Any] | None = None) -> dic
 
 
 def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: dict[str, Any],
-             traces: tuple[str, ...] = ()) -> dict[str, Any]:
+             traces: tuple[str, ...] = (), metrics: Any = ()) -> dict[str, Any]:
     from ..analyze import red_use
     from ..diagnose import run_diagnosis
     from ..numbers import compute
@@ -186,6 +186,11 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
 
     rd = Redactor(show_prompts=bool(opts.get("show_prompts")), mask_ips=bool(opts.get("mask_ips")))
     run = load(local, year=opts.get("year"), traces=list(traces) if traces else None)
+    history = None
+    if metrics:  # the replica's /metrics history, added as analyze --prometheus adds it
+        from .prom import load_history
+
+        history = load_history(run, metrics)
     numbers = compute(run)
     ru = red_use(run, numbers)
     dg = run_diagnosis(run, load_config(opts.get("config")))
@@ -224,7 +229,8 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
         c["count"] += 1
     servers = [{"version": s.version, "model": rd.value(s.model), "ready": s.ready, "shutdown": s.shutdown,
                 "start": s.start_ts.isoformat() if s.start_ts else None,
-                "max_num_seqs": (s.args or {}).get("max_num_seqs")} for s in run.servers]
+                "max_num_seqs": (s.args or {}).get("max_num_seqs")} for s in run.servers
+               if s.generation != "prometheus"]
     report = None
     if opts.get("reports_dir"):
         joined = (local[0], pieces, f"{name} (pieces joined)") if len(pieces) > 1 or local[0] != pieces[0]["path"] \
@@ -245,7 +251,7 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
                        "end": run.end_ts.isoformat() if run.end_ts else None,
                        "start_s": epoch(run.start_ts), "end_s": epoch(run.end_ts)},
         "servers": servers,
-        "restarts": max(0, len(run.servers) - 1),
+        "restarts": max(0, len(servers) - 1),
         "coverage": cov,
         "verdict": {k: verdict.get(k) for k in ("status", "qualifier", "label", "reason")},
         "red_use": ru,
@@ -258,6 +264,7 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
         "rows": rows,
         "report": report,
         "traces": run.traces,
+        "metrics": history,
     }
 
 

@@ -55,6 +55,12 @@ class FleetView:
                        style="magenta")
         for u in d["coverage"]["unreadable"][:10]:
             yield Text(f"  unreadable {u['replica']}: {u['error']}", style="red")
+        m = d.get("metrics")
+        if m is not None:
+            yield Text(f"/metrics history: {m['points']:,} points for {len(m['replicas_with_metrics'])} replica(s)"
+                       + (f"; none for {', '.join(m['replicas_without'][:5])}" if m["replicas_without"] else "")
+                       + (f"; {len(m['unmapped_targets'])} target(s) matched no replica" if m["unmapped_targets"]
+                          else ""), style="dim")
         yield Text("")
         yield self._red_use()
         yield Text("")

@@ -32,11 +32,16 @@ def merge_prometheus(run: Any, base_url: str, *, since_s: float | None = None, u
     Each Prometheus target becomes a pseudo server run (file ``prometheus:<target>``, generation
     ``prometheus``) whose stats samples carry ``source_kind="prometheus"``, so log lines and metric
     points never mix in one series, and evidence from them reads ``prometheus:<target>``."""
-    from ..run import ServerRun
-
     since, end = history_window(run, since_s, until)
     step = step_s or max(1.0, since / 600)  # up to ~600 points per series, as fine as 1 s for short incidents
-    hist = fetch_history(base_url, since, until=end, step_s=step, match=match)
+    return add_history(run, fetch_history(base_url, since, until=end, step_s=step, match=match))
+
+
+def add_history(run: Any, hist: dict[str, list[Any]]) -> int:
+    """Add per-target snapshot lists (``fetch_history``'s, or saved exposition snapshots) to ``run`` as
+    ``merge_prometheus`` does; returns samples added."""
+    from ..run import ServerRun
+
     added = 0
     for target, snaps in hist.items():
         rows = history_stats_samples(snaps)

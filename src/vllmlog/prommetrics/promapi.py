@@ -40,7 +40,7 @@ def query_range(client: httpx.Client, base_url: str, query: str, start: float, e
     url = base_url.rstrip("/") + "/api/v1/query_range"
     try:
         resp = client.get(url, params={"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                                       "step": f"{step:g}s"})
+                                       "step": f"{step:g}"})  # float seconds: "1.5s" is no valid duration
     except httpx.HTTPError as exc:
         raise InputError(f"{base_url}: cannot reach Prometheus ({type(exc).__name__}: {exc})",
                          hint="pass the Prometheus base URL, e.g. http://localhost:9090") from exc
