@@ -61,6 +61,9 @@ def fleet_cmd(
                                                    "globs; named after the replica or with an instance label). Feeds "
                                                    "the KV / queue series and the diagnosis. Repeatable.",
                                                    metavar="URL|SNAPSHOTS"),
+    percentiles: str = typer.Option("exact", "--percentiles", help="Fleet latency percentiles: exact (Polars over "
+                                    "the per-request Parquet rows) or sketch (the replicas' DDSketches merged, ±1 %; "
+                                    "no rows written: for workers without storage the driver can read)."),
     year: OptInt = YearOpt,
 ) -> None:
     """Many replicas at once: the fleet's RED/USE, replicas worst first, outliers, router skew, fleet-wide incidents."""
@@ -85,7 +88,7 @@ def fleet_cmd(
     fa = analyze_fleet(inputs, engine=engine, workers=workers, address=address, out_dir=out_dir, year=year,
                        grid_s=grid, window_s=window, min_share=min_share, config=config, show_prompts=show_prompts,
                        mask_ips=mask_ips, replica_reports=replica_reports and not no_html, traces=traces,
-                       prometheus=prometheus, progress=progress)
+                       prometheus=prometheus, percentiles=percentiles, progress=progress)
     doc = fa.to_dict()
     if not fa.report["replicas_read"]:
         first = fa.report["coverage"]["unreadable"][0]

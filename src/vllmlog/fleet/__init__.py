@@ -52,12 +52,19 @@ def analyze_fleet(paths: Sequence[str] | str, *, engine: str = "local", workers:
                   grid_s: float = 60.0, window_s: float = 300.0, min_share: float = 0.25,
                   config: str | None = None, show_prompts: bool = False, mask_ips: bool = False,
                   replica_reports: bool = False, traces: Sequence[str] | None = None,
-                  prometheus: Sequence[str] | None = None, progress: Any = None) -> FleetAnalysis:
+                  prometheus: Sequence[str] | None = None, percentiles: str = "exact",
+                  progress: Any = None) -> FleetAnalysis:
     """Discover, map (with ``engine``), reduce. ``out_dir`` receives ``rows/<replica>.parquet`` (a temporary
     directory when None — the rows then live only as long as the process), and with ``replica_reports`` each
     replica's own HTML report in ``replicas/``. ``traces``: OTLP trace files or directories, each joined to the
     replica it is named after (``inputs.with_traces``). ``prometheus``: Prometheus server URLs or saved ``/metrics``
-    snapshots, each target joined to its replica (``prom.with_prometheus``)."""
+    snapshots, each target joined to its replica (``prom.with_prometheus``). ``percentiles``: ``exact`` (Polars over
+    the Parquet rows the workers write) or ``sketch`` (the replicas' DDSketches merged, ``fleet.sketch``; the workers
+    then write no rows — for a cluster without storage every node and the driver share)."""
+    if percentiles not in ("exact", "sketch"):
+        from ..errors import ConfigError
+
+        raise ConfigError(f"unknown percentiles {percentiles!r}", hint="use exact or sketch")
     disc = discover(paths)
     if traces:
         from .inputs import with_traces
@@ -66,7 +73,7 @@ def analyze_fleet(paths: Sequence[str] | str, *, engine: str = "local", workers:
     out = out_dir or tempfile.mkdtemp(prefix="vllmlog-fleet-")
     rows_dir = os.path.abspath(os.path.join(out, "rows"))
     os.makedirs(rows_dir, exist_ok=True)
-    opts = {"year": year, "grid_s": grid_s, "rows_dir": rows_dir, "config": config,
+    opts = {"year": year, "grid_s": grid_s, "rows_dir": rows_dir if percentiles == "exact" else None, "config": config,
             "show_prompts": show_prompts, "mask_ips": mask_ips,
             "reports_dir": os.path.abspath(os.path.join(out, "replicas")) if replica_reports else None}
     disc = _split_multi_pod(disc, engine, workers, address, out)
@@ -77,7 +84,7 @@ def analyze_fleet(paths: Sequence[str] | str, *, engine: str = "local", workers:
         reps, metrics = with_prometheus(disc.replicas, prometheus)
         disc = Discovery(reps, disc.ignored)
     results = run_engine(engine, disc.replicas, opts, workers=workers, address=address, progress=progress)
-    report = reduce_fleet(results, rows_dir=rows_dir, window_s=window_s, min_share=min_share)
+    report = reduce_fleet(results, rows_dir=rows_dir, window_s=window_s, min_share=min_share, percentiles=percentiles)
     if metrics is not None:
         metrics["points"] = sum((r.get("metrics") or {}).get("points", 0) for r in results)
         report["metrics"] = metrics

@@ -243,9 +243,18 @@ def _red_use(doc: dict[str, Any]) -> str:
                   f"<td>{_dur(d, 'p99')}</td><td>{esc(d.get('basis') or '–')}</td></tr>")
     return ("<section id='summary'><h2>Fleet RED / USE</h2><div class='grid2'><table class='kv'><tbody>" + rows
             + "</tbody></table><table class='lat'><thead><tr><th></th><th>n</th><th>p50</th><th>p90</th><th>p99</th>"
-            "<th>basis</th></tr></thead><tbody>" + lrows + "</tbody></table></div><p class='muted'>Percentiles are exact "
-            "over every replica's successful requests (per-request rows, numpy-linear); rates are over finished "
-            "requests.</p></section>")
+            "<th>basis</th></tr></thead><tbody>" + lrows + "</tbody></table></div><p class='muted'>" + esc(_lat_note(lat))
+            + " Rates are over finished requests.</p></section>")
+
+
+def _lat_note(lat: dict[str, Any]) -> str:
+    """Where the percentiles came from: exact (the rows) or a sketch (with its error)."""
+    d = next((v for v in lat.values() if v and v.get("from")), None)
+    if d is not None and d.get("from") == "sketch":
+        return (f"Percentiles are a sketch: DDSketch merged over the replicas, within ±{d['relative_accuracy']:.0%} of "
+                "the exact value (count, min, max exact).")
+    return ("Percentiles are exact over every replica's successful requests (per-request rows, Polars, "
+            "numpy-linear).")
 
 
 def _table(doc: dict[str, Any], links: dict[str, str]) -> str:

@@ -183,6 +183,7 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
     from ..rules import load_config
     from ..run import load
     from .grid import replica_grid
+    from .sketch import replica_sketches
 
     rd = Redactor(show_prompts=bool(opts.get("show_prompts")), mask_ips=bool(opts.get("mask_ips")))
     run = load(local, year=opts.get("year"), traces=list(traces) if traces else None)
@@ -265,6 +266,7 @@ def _analyse(name: str, local: list[str], pieces: list[dict[str, Any]], opts: di
         "report": report,
         "traces": run.traces,
         "metrics": history,
+        "sketches": replica_sketches(run.journeys),
     }
 
 

@@ -12,6 +12,7 @@ import math
 from typing import Any, Sequence
 
 from . import grid as gridmod
+from .sketch import RELATIVE_ACCURACY
 from .fleetwide import fleet_incidents
 from .peers import imbalance, outliers
 
@@ -79,7 +80,7 @@ def _sum_counts(dicts: Sequence[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def _red(ok: Sequence[dict[str, Any]], rows_dir: str | None) -> dict[str, Any]:
+def _red(ok: Sequence[dict[str, Any]], rows_dir: str | None, percentiles: str = "exact") -> dict[str, Any]:
     reqs = [r["red_use"]["requests"] for r in ok]
     by_status = _sum_counts([q["by_status"] for q in reqs])
     total = sum(q["total"] for q in reqs)
@@ -102,7 +103,11 @@ def _red(ok: Sequence[dict[str, Any]], rows_dir: str | None) -> dict[str, Any]:
     h5 = sum(v for k, v in http_by.items() if int(k) >= 500)
     h4 = sum(v for k, v in http_by.items() if 400 <= int(k) < 500)
     latency = None
-    if rows_dir:
+    if percentiles == "sketch" or not rows_dir:
+        from .sketch import merged_latency
+
+        latency = merged_latency(ok)
+    else:
         from .rows import fleet_latency
 
         files = [r["rows"]["file"] for r in ok if r.get("rows")]
@@ -198,9 +203,31 @@ def _verdict(rows: list[dict[str, Any]], incidents: list[dict[str, Any]], suspec
             "replicas_by_status": dict(sorted(counts.items(), key=lambda kv: HEALTH.index(kv[0]) if kv[0] in HEALTH else 9))}
 
 
+def provenance(percentiles: str) -> dict[str, str]:
+    """Where each of the fleet document's numbers comes from: ``exact`` or ``sketch`` first, then how."""
+    lat = ("exact: numbers.percentile (numpy-linear) over every request's value, read by Polars from the "
+           "Parquet rows" if percentiles == "exact" else
+           f"sketch: DDSketch merged from the replicas' sketches, relative error ≤ {RELATIVE_ACCURACY:.0%} of the "
+           "value at rank ⌊p·(n−1)⌋; count, min, max exact")
+    return {
+        "red.requests, red.http, red.slo, lines, events": "exact: the replicas' counters added",
+        "red.latency": lat,
+        "red.requests.rate": "exact: arrivals ÷ the fleet's first → last arrival",
+        "use.*.max, use.waiting, use.running": "exact: maxima of the replicas' maxima",
+        "use.kv_cache_usage.replica_mean_median, use.*_tokens_per_s": "exact: from the replicas' time-weighted means "
+                                                                    "of their stats lines (see each basis)",
+        "replicas[].*_p50_s, *_p99_s": "exact: each replica's own numbers (numbers.describe over its requests)",
+        "grid": "exact: counts and sums added, maxima of maxima, per bucket",
+        "outliers, imbalance, incidents": "exact: computed from the numbers above",
+    }
+
+
 def reduce_fleet(results: Sequence[dict[str, Any]], *, rows_dir: str | None = None,
-                 window_s: float = 300.0, min_share: float = 0.25) -> dict[str, Any]:
-    """The fleet document from the replicas' results (any order: they are sorted by name first)."""
+                 window_s: float = 300.0, min_share: float = 0.25, percentiles: str = "exact") -> dict[str, Any]:
+    """The fleet document from the replicas' results (any order: they are sorted by name first).
+
+    ``percentiles``: ``exact`` (Polars over the Parquet rows in ``rows_dir``) or ``sketch`` (the replicas'
+    DDSketches merged; also the answer when there is no ``rows_dir``)."""
     results = sorted(results, key=lambda r: r["replica"])
     ok = [r for r in results if not r.get("error")]
     rows = [replica_row(r) for r in results]
@@ -236,7 +263,8 @@ def reduce_fleet(results: Sequence[dict[str, Any]], *, rows_dir: str | None = No
         "events": sum(r["events"] for r in ok),
         "coverage": {"complete": not incomplete, "incomplete_replicas": incomplete,
                      "unreadable": [{"replica": r["replica"], "error": r["error"]} for r in results if r.get("error")]},
-        "red": _red(ok, rows_dir),
+        "red": _red(ok, rows_dir, percentiles),
+        "provenance": provenance(percentiles if rows_dir else "sketch"),
         "use": _use(ok),
         "replicas": rows,
         "outliers": outs,

@@ -116,6 +116,7 @@ def fleet_latency(rows_dir: str, files: Sequence[str]) -> dict[str, Any]:
         d["sources"] = {k: v for k, v in sources.items() if (k in MEASURED) == (basis == "measured")}
         d["excluded"] = {"estimated": counts.get("estimated", 0) if basis == "measured" else 0}
         d["from"] = "rows"
+        d["exact"] = True
         out[m] = d
     ab = lf.filter(pl.col("abort_e2e_s").is_not_null())
     acounts = {r["abort_basis"]: r["len"] for r in ab.group_by("abort_basis").len().collect().to_dicts()}
@@ -123,6 +124,8 @@ def fleet_latency(rows_dir: str, files: Sequence[str]) -> dict[str, Any]:
     avals = ab.filter(pl.col("abort_basis") == abasis).select(pl.col("abort_e2e_s").sort()).collect()
     d = describe_sorted(avals.get_column("abort_e2e_s"))
     d["basis"] = abasis if d["count"] else None
+    d["from"] = "rows"
+    d["exact"] = True
     out["time_to_abort_s"] = d
     return out
 

@@ -127,6 +127,12 @@ class FleetView:
         cells += [_pct(use["kv_cache_usage"]["max"]), _num(use["waiting"]["max"]),
                   _num(use["generation_tokens_per_s"]["sum"], "{:,.1f}")]
         t.add_row(*cells)
+        x = lat.get("ttft_s") or {}
+        if x.get("from") == "sketch":
+            t.caption = f"latency percentiles: sketch (DDSketch, ±{x['relative_accuracy']:.0%}); counters exact"
+        elif x.get("from"):
+            t.caption = "latency percentiles: exact (Polars over the per-request rows)"
+        t.caption_justify = "left"
         return t
 
     def _table(self) -> Table:
