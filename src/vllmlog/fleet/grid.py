@@ -117,11 +117,11 @@ def merge(grids: Iterable[dict[str, Any]]) -> dict[str, Any]:
         for i in range(g["n"]):
             c = cells.setdefault(b0 + i, {})
             for k in COUNTS + SUMS:
-                v = g[k][i]
+                v = g[k][i] if k in g else 0  # a grid without a field (metrics_n: older results) adds nothing
                 if v:
                     c[k] = c.get(k, 0) + v
             for k in MAXES:
-                v = g[k][i]
+                v = g[k][i] if k in g else None
                 if v is not None and (c.get(k) is None or v > c[k]):
                     c[k] = v
     return _dense(cells, step if step is not None else 60.0)

@@ -68,9 +68,9 @@ def _coarse(g: dict[str, Any], lo: int, n: int, k: int) -> list[dict[str, Any]]:
             if not g.get("n") or not 0 <= i < g["n"]:
                 continue
             for f in gridmod.COUNTS + gridmod.SUMS:
-                cell[f] = cell.get(f, 0) + (g[f][i] or 0)
+                cell[f] = cell.get(f, 0) + ((g[f][i] if f in g else 0) or 0)
             for f in gridmod.MAXES:
-                v = g[f][i]
+                v = g[f][i] if f in g else None
                 if v is not None and (cell.get(f) is None or v > cell[f]):
                     cell[f] = v
         out.append(cell)
