@@ -42,6 +42,13 @@ def _prometheus_bin() -> str:
     return path
 
 
+def _quietly(cond) -> bool:
+    try:
+        return bool(cond())
+    except (httpx.HTTPError, InputError, KeyError, ValueError):
+        return False  # not up yet
+
+
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A prometheus on 127.0.0.1 scraping a tiny server that serves the P2 snapshots one after another."""
@@ -77,19 +84,22 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                             stdout=subprocess.DEVNULL, stderr=(tmp / "prometheus.log").open("w"))
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # until every snapshot has been scraped at least once
+        # conditions, not times: every snapshot scraped, then the final (frozen) one held for >= 4 s of samples
+        # and a 1 s-step history of >= 8 points over all of them (the tests' rates, quantiles and hang need it)
+        def ready() -> bool:
+            if state["hits"] < len(bodies) + 8:  # the final body served 9 times at 500 ms
+                return False
+            r = httpx.get(base + "/api/v1/query", params={"query": "count_over_time(vllm:num_requests_running[1m])"},
+                          timeout=10)
+            res = r.json()["data"]["result"] if r.status_code == 200 else []
+            return bool(res) and float(res[0]["value"][1]) >= len(bodies) + 8 and \
+                len(next(iter(fetch_history(base, since_s=60, step_s=1).values()), [])) >= 8
+
+        deadline = time.monotonic() + 90
+        while not _quietly(ready):
+            if time.monotonic() > deadline:
+                pytest.fail("prometheus did not scrape the snapshots in 90 s: " + (tmp / "prometheus.log").read_text()[-2000:])
             time.sleep(0.25)
-            if state["hits"] > len(bodies) + 1:
-                try:
-                    r = httpx.get(base + "/api/v1/query", params={"query": "count(vllm:num_requests_running)"})
-                    if r.status_code == 200 and r.json()["data"]["result"]:
-                        break
-                except httpx.HTTPError:
-                    pass
-        else:
-            pytest.fail("prometheus did not scrape the snapshots in 30 s: " + (tmp / "prometheus.log").read_text()[-2000:])
-        time.sleep(1.0)
         yield base
     finally:
         proc.terminate()

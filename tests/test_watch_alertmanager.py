@@ -29,6 +29,10 @@ def _reader(stream, q: queue.Queue) -> None:
         q.put((time.monotonic(), raw.decode("utf-8", "replace")))
 
 
+def _diagnose_runs(port: int) -> float:
+    return wait_for(lambda: scrape_exporter(port), 30, "a scrape")["vllmlog_watch_diagnose_runs_total"]
+
+
 @pytest.mark.slow
 def test_engine_crash_reaches_real_alertmanager(tmp_path: Path) -> None:
     require_tool("prometheus")  # CI installs both; keep the failure message uniform
@@ -50,7 +54,10 @@ def test_engine_crash_reaches_real_alertmanager(tmp_path: Path) -> None:
         threading.Thread(target=_reader, args=(proc.stdout, out), daemon=True).start()
         try:
             wait_for(lambda: (scrape_exporter(port) or {}).get("vllmlog_watch_lines_read_total") == crash, 30, "pre-crash lines read")
-            time.sleep(0.5)  # let the idle flush and a diagnosis pass settle: nothing fires on a healthy server
+            # nothing fires on a healthy server: judged after two diagnosis passes over every line (a condition,
+            # not a guessed time: under load a fixed sleep may hold no pass at all)
+            runs = _diagnose_runs(port)
+            wait_for(lambda: _diagnose_runs(port) >= runs + 2, 30, "two diagnosis passes")
             assert out.empty(), out.get()
             with open(log, "a", encoding="utf-8") as fh:
                 fh.write("".join(t + "\n" for t in lines[crash:]))
@@ -74,8 +81,9 @@ def test_engine_crash_reaches_real_alertmanager(tmp_path: Path) -> None:
             m = scrape_exporter(port)
             assert m["vllmlog_findings_active"] >= 1 and m["vllmlog_alerts"] >= 1
 
-            # nothing new in the log: a dead server keeps its alert
-            time.sleep(2.5)
+            # nothing new in the log: a dead server keeps its alert, through three passes (>= 2 s: clear_for is 1 s)
+            runs = _diagnose_runs(port)
+            wait_for(lambda: _diagnose_runs(port) >= runs + 3, 30, "three diagnosis passes")
             assert out.empty() and am.alerts(alertname="vllmlog_E403")
             # the server is restarted into the same file and logs on (then hangs): crash resolved, hang fires
             with open(log, "a", encoding="utf-8") as fh:

@@ -75,19 +75,33 @@ def test_watch_rotation_truncation_promql(tmp_path: Path) -> None:
             trunc = next(i for i in starts if i >= 320)
             with open(log, "w", encoding="utf-8") as fh:  # the file appears late
                 write(fh, 0, rot)
+            # a file created and renamed away between two polls was never seen (tail -F cannot either): wait
+            # until the follower holds it open (it has read it all), as it would in any real rotation
+            wait_for(lambda: scrape_exporter(port).get("vllmlog_watch_lines_read_total") == rot, 30, "first file read")
             os.rename(log, tmp_path / "server.log.1")  # rotation by rename (the writer reopens)
             with open(log, "w", encoding="utf-8") as fh:
                 write(fh, rot, trunc)
             # copytruncate loses what the follower had not read yet (inherent), so wait first
-            wait_for(lambda: scrape_exporter(port).get("vllmlog_watch_lines_read_total") == trunc, 20, "caught up")
+            wait_for(lambda: scrape_exporter(port).get("vllmlog_watch_lines_read_total") == trunc, 30, "caught up")
             shutil.copy(log, tmp_path / "server.log.2")
             with open(log, "r+", encoding="utf-8") as fh:
                 fh.truncate(0)
             with open(log, "a", encoding="utf-8") as fh:
                 write(fh, trunc, len(lines))
 
-            wait_for(lambda: prom.value("sum(vllmlog_log_lines_total)") == len(lines), 30, "prometheus has every line")
-            wait_for(lambda: prom.value('sum(vllmlog_requests_total{status="success"})') == 55, 15, "journeys closed")
+            truth = list(csv.DictReader(TRUTH.open()))
+            aborted = sum(1 for r in truth if r["aborted_by_client"] in ("1", "True"))
+            want = {"aborted": aborted, "success": len(truth) - aborted}
+
+            def by_status() -> dict[str, float]:
+                return {r["metric"]["status"]: float(r["value"][1])
+                        for r in prom.query('sum by (status) (vllmlog_requests_total{instance="e2e"})')}
+
+            # conditions, not times: every line counted, every journey closed, and the scrape that shows it
+            wait_for(lambda: prom.value("sum(vllmlog_log_lines_total)") == len(lines), 60, "prometheus has every line")
+            wait_for(lambda: by_status() == want and prom.value("max(vllmlog_requests_in_flight)") == 0, 60,
+                     "journeys closed")
+            wait_for(lambda: prom.value("max(vllmlog_watch_lines_read_total)") == len(lines), 30, "lines read")
             # every line exactly once, by kind as the one-shot parser groups them
             got = {r["metric"]["kind"]: float(r["value"][1])
                    for r in prom.query("sum by (kind) (vllmlog_log_lines_total)")}
@@ -97,11 +111,7 @@ def test_watch_rotation_truncation_promql(tmp_path: Path) -> None:
             assert prom.value('max(vllmlog_watch_file_changes_total{change="rotated"})') == 1
             assert prom.value('max(vllmlog_watch_file_changes_total{change="truncated"})') == 1
             # requests: the client's own record (25 aborted by the client, 80 sent)
-            truth = list(csv.DictReader(TRUTH.open()))
-            aborted = sum(1 for r in truth if r["aborted_by_client"] in ("1", "True"))
-            by_status = {r["metric"]["status"]: float(r["value"][1])
-                         for r in prom.query('sum by (status) (vllmlog_requests_total{instance="e2e"})')}
-            assert by_status == {"aborted": aborted, "success": len(truth) - aborted}
+            assert by_status() == want
             assert prom.value('sum(vllmlog_requests_total{model="/models/tiny"})') == len(truth)
             assert prom.value("sum(vllmlog_http_responses_total)") == sum('"POST ' in t or '"GET ' in t for t in lines)
             # latency histograms with vLLM's bucket edges hold what the summary's percentiles hold: successful

@@ -42,7 +42,7 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float
 def scrape_exporter(port: int) -> dict[str, float] | None:
     """Unlabelled sums of every sample of the exporter (name → value), or None if it is down."""
     try:
-        r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2)
+        r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)  # a loaded machine may be slow: down is refused
     except httpx.HTTPError:
         return None
     out: dict[str, float] = {}
