@@ -104,3 +104,34 @@ def test_show_prompts_keeps_them_in_export(tmp_path: Path, capfd) -> None:
     out = capfd.readouterr().out
     assert MARK in out
     assert f"sk-{MARK}" not in out  # secrets stay masked
+
+
+def _crash_quoting(tmp_path: Path, tail: str) -> Path:
+    """A real engine death (P1) whose crash line — the incident's headline and evidence — quotes ``tail``."""
+    lines = (CORPUS / "vllm-cpu-faults" / "P1-engine-dead-kill9.log").read_text().split("\n")
+    i = next(i for i, t in enumerate(lines) if "engine core exited unexpectedly" in t)
+    lines[i] += " " + tail
+    out = tmp_path / "crash.log"
+    out.write_text("\n".join(lines))
+    return out
+
+
+@pytest.mark.parametrize("shape", [0, 2, 9, 12])  # SamplingParams record, 'Prompt:' label, JSON body, JSON in JSON
+def test_watch_alerts_carry_no_prompt(tmp_path: Path, shape: int) -> None:
+    """watch's notifications (stdout JSON here; Alertmanager and webhooks send the same alert) quote the crash
+    line: its prompt is redacted, unless --show-prompts, and its secrets always masked."""
+    import subprocess
+    import sys
+
+    prompt = _shapes(f"tell me {MARK} now")[shape].replace("\n", " ")
+    log = _crash_quoting(tmp_path, f"while serving {prompt} {SECRETS[1]}")
+    cmd = [sys.executable, "-m", "vllmlog", "watch", str(log), "--listen", "off", "--exit-at-eof"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    firing = [json.loads(x) for x in out.splitlines() if '"firing"' in x]
+    assert firing and firing[0]["alert"]["code"] == "E403", out[-2000:]
+    assert MARK not in out, [ln[:300] for ln in out.splitlines() if MARK in ln][:2]
+    if shape:
+        return
+    kept = subprocess.run(cmd + ["--show-prompts"], capture_output=True, text=True, timeout=120).stdout
+    assert MARK in kept  # the crash line does reach the alert: what is redacted above was there
+    assert f"sk-{MARK}" not in kept  # secrets are masked even then

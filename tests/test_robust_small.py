@@ -71,3 +71,15 @@ def test_library_accepts_pathlib() -> None:
     assert len(list(vllmlog.parse(LIGHT))) == len(list(vllmlog.parse(str(LIGHT))))
     assert vllmlog.load(LIGHT).files == [str(LIGHT)]
     assert len(analyze(LIGHT).findings) == len(analyze([str(LIGHT)]).findings)
+
+
+def test_listen_port_in_use_is_one_line() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        r = _run(["watch", str(LIGHT), "--listen", f"127.0.0.1:{s.getsockname()[1]}", "--exit-at-eof"])
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "Traceback" not in err and err.startswith("error: cannot listen on 127.0.0.1:"), err
+    assert "in use" in err and len(err.strip().splitlines()) <= 2, err  # the error and its hint

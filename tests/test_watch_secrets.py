@@ -53,3 +53,33 @@ def test_bad_url_error_is_masked(capfd, tmp_path) -> None:
     assert main(["watch", str(log), "--webhook", "ftp://bob:pw0rdX@h/x?token=QTOKENX", "--listen", "127.0.0.1:0"]) == 2
     err = capfd.readouterr().err
     assert "error:" in err and not any(s in err for s in SECRETS), err
+
+
+def test_watch_stderr_never_shows_a_secret(tmp_path) -> None:
+    """The whole CLI, verbose, alerting a real crash to a webhook that answers 401 with a secret in its body and
+    to an Alertmanager URL nothing listens on: stderr names both notifiers and their failures, no secret."""
+    import socket
+    import subprocess
+    import sys
+
+    from .conftest import CORPUS
+
+    srv = HTTPServer(("127.0.0.1", 0), _Reject)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # nothing listens here once the socket is closed
+    secret_tail = "/abcdefghijklmnopqrstuX?token=QTOKENX"
+    hook = f"http://bob:pw0rdX@127.0.0.1:{srv.server_port}/hook{secret_tail}"
+    am = f"http://bob:pw0rdX@127.0.0.1:{closed}/am{secret_tail}"
+    log = CORPUS / "vllm-cpu-faults" / "P1-engine-dead-kill9.log"
+    try:
+        r = subprocess.run([sys.executable, "-m", "vllmlog", "watch", str(log), "--listen", "off", "--exit-at-eof", "-v",
+                            "--no-stdout", "--webhook", hook, "--alertmanager", am],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        srv.shutdown()
+    err = r.stderr
+    assert r.returncode == 0, err[-3000:]
+    assert "401" in err and f"127.0.0.1:{closed}" in err, err[-3000:]  # both failures are reported …
+    assert not any(s in err for s in SECRETS), err  # … with every secret masked

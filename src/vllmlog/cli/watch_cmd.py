@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from ._app import app
-from .common import OptInt, OptStr, YearOpt, stderr
+from .common import OptInt, OptStr, ShowPromptsOpt, YearOpt, stderr
 
 
 @app.command("watch")
@@ -38,6 +38,7 @@ def watch_cmd(
                                        "per-request timings."),
     otlp_max_bytes: int = typer.Option(16 << 20, "--otlp-max-bytes", help="Largest OTLP request body accepted "
                                        "(larger, or inflating past it: 400)."),
+    show_prompts: bool = ShowPromptsOpt,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log rotations, notifier retries and rule errors on stderr."),
 ) -> None:
     """Follow a vLLM log (or stdin), export vllmlog_* metrics for Prometheus, and alert when a diagnosis rule fires."""
@@ -48,6 +49,7 @@ def watch_cmd(
     from ..live.notify import AlertmanagerNotifier, StreamNotifier, WebhookNotifier, default_instance
     from ..live.state import LiveState
     from ..live.watch import Watcher, default_evaluator
+    from ..redact import Redactor
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="vllmlog: %(levelname)s %(message)s")
@@ -82,7 +84,7 @@ def watch_cmd(
         h, p = receiver.serve(otlp_listen)
         otlp_where = f"; traces: http://{h}:{p}/v1/traces"
     watcher = Watcher(source, state, engine=engine, notifiers=notifiers, evaluate=evaluate, instance=inst,
-                      poll_interval=poll_interval, spans=receiver)
+                      poll_interval=poll_interval, spans=receiver, redactor=Redactor(show_prompts=show_prompts))
     where = "off"
     if listen.lower() not in ("off", "none", ""):
         collector = LiveCollector(state, instance=inst, health=watcher.health, alerts=engine,

@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable, Sequence, Union
 
 from ..model import Event
+from ..redact import Redactor
 from ..run import LIFECYCLE, Run
 from .alerts import AlertConfig, AlertEngine, Transition
 from .exporter import Health
@@ -82,8 +83,12 @@ class Watcher:
         poll_interval: float = 0.1,
         flush_after_s: float = 0.3,
         spans: Any = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.source = source
+        self.redactor = redactor or Redactor()
+        """Every finding passes through it before it becomes an alert (stdout, Alertmanager, webhook): prompts,
+        outputs and secrets a log line carries never leave in a notification (``--show-prompts`` keeps prompts)."""
         self.spans = spans
         """A ``traces.receiver.OtlpReceiver`` (``--otlp-listen``) whose spans each turn folds in."""
         self.state = state
@@ -222,7 +227,7 @@ class Watcher:
         self._urgent = False
         findings: Sequence[dict[str, Any]] | None
         try:
-            findings = self.evaluate(self.state.snapshot())
+            findings = [self.redactor.value(dict(f)) for f in self.evaluate(self.state.snapshot())]  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001  (a failing rule must not stop the watcher)
             self.health.diagnose_errors += 1
             self.health.errors["rules"] += 1
