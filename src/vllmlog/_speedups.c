@@ -535,6 +535,10 @@ static int analyze_line(const char *s, Py_ssize_t n, int year, LI *li, int valid
         if (n > 10 && s[4] == '-' && s[10] == 'T') return L_BAIL;
         /* FastChat's "YYYY-MM-DD HH:MM:SS | LEVEL | name | …" (envelope.FASTCHAT): Python's */
         if (n > 24 && s[4] == '-' && s[10] == ' ' && s[19] == ' ' && s[20] == '|' && s[21] == ' ') return L_BAIL;
+        /* loguru's "YYYY-MM-DD HH:MM:SS.mmm | LEVEL    | name:fn:N - …" (envelope.LOGURU) and a log console's
+         * "YYYY-MM-DD HH:MM:SS.mmm | component | … | " (envelope.CONSOLE): Python's */
+        if (n > 32 && s[4] == '-' && s[10] == ' ' && s[19] == '.')
+            for (Py_ssize_t i = 20; i < 30; i++) if (s[i] == ' ' && s[i + 1] == '|' && s[i + 2] == ' ') return L_BAIL;
     }
     if (c0 != '(' && c0 != '[' && !starts(s, n, "INFO") && !starts(s, n, "WARN") && !starts(s, n, "ERROR") &&
         !starts(s, n, "DEBUG") && !starts(s, n, "CRIT")) {

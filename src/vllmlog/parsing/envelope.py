@@ -40,6 +40,10 @@ PYLOG = re.compile(
 # FastChat's workers log "%(asctime)s | %(levelname)s | %(name)s | %(message)s" and capture vLLM's stdout/stderr
 # through it: "2026-12-27 10:02:05 | INFO | stdout | INFO 12-27 10:02:05 llm_engine.py:73] …"
 FASTCHAT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \| (DEBUG|INFO|WARNING|ERROR|CRITICAL) \| ([\w.-]+) \| ")
+# loguru's default "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}" (API wrappers
+# around vLLM such as api-for-open-llm): "2024-06-14 10:32:19.147 | ERROR    | api.routes.chat:create:112 - msg"
+LOGURU = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{1,6}) \| (TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL) {0,8}\| "
+                    r"([\w.<>-]{1,200})(?::[\w.<>-]{1,200}:\d{1,9})? - ")
 UVICORN = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE):\s+(.*)$", re.S)
 EXC_LINE = re.compile(
     # Ray prints the remote exception's type after its own: "ray.exceptions.RayTaskError(RuntimeError): …"

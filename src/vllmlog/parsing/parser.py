@@ -19,7 +19,7 @@ from ..model import Event
 from . import engine, failures, handbook, raw, requests, runtime, startup, uvicorn  # noqa: F401  (register patterns)
 from . import fast
 from .fields import dumps_safe
-from .envelope import (ANSI, CONSOLE, DOCKER, EXC_LINE, FASTCHAT, JOURNAL, K8S_PREFIX, K8S_TS, PROC, PYLOG, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM,
+from .envelope import (ANSI, CONSOLE, DOCKER, EXC_LINE, FASTCHAT, LOGURU, JOURNAL, K8S_PREFIX, K8S_TS, PROC, PYLOG, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM,
                        is_tb_continuation)
 from .registry import MESSAGES, RAW, LinePattern
 from .templates import template
@@ -373,6 +373,12 @@ class LineParser:
                         # FastChat's own record, or a raw line (a traceback) on stderr: the shape of Python logging's
                         # "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (PYLOG below), the logger as source
                         s = f"{m.group(1)} - {m.group(3)} - {m.group(2)} - {inner}"
+                    c0 = s[:1]
+            if c0.isdigit() and s[19:20] == "." and s[4:5] == "-" and " | " in s[20:30]:
+                m = LOGURU.match(s)
+                if m:  # loguru: read as Python logging's "asctime - name - level - msg" (PYLOG below), logger as source
+                    lvl = {"TRACE": "DEBUG", "SUCCESS": "INFO"}.get(m.group(3), m.group(3))
+                    s = f"{m.group(1)}.{m.group(2)} - {m.group(4)} - {lvl} - {s[m.end():]}"
                     c0 = s[:1]
             if " | " in s[:72] and c0 != "(" and c0 != "[":
                 m = DOCKER.match(s)

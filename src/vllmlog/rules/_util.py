@@ -690,12 +690,13 @@ def msg_of(e: Event) -> str:
     """The record's message without the vLLM envelope (process tag, level, time, [file:line]) and without the
     wrappers a deployment adds before it (docker compose ``name  | ``, journald, ``kubectl --prefix`` and
     ``--timestamps``, colour codes) — what a headline quotes."""
-    from ..parsing.envelope import ANSI, CONSOLE, DOCKER, JOURNAL, K8S_PREFIX, K8S_TS
+    from ..parsing.envelope import ANSI, CONSOLE, DOCKER, FASTCHAT, JOURNAL, K8S_PREFIX, K8S_TS, LOGURU
 
     m = ANSI.sub("", e.message)
     for _ in range(4):
-        m2 = K8S_PREFIX.sub("", K8S_TS.sub("", JOURNAL.sub("", DOCKER.sub("", CONSOLE.sub("", m, count=1), count=1),
-                                                           count=1), count=1), count=1)
+        m2 = m
+        for rx in (LOGURU, FASTCHAT, CONSOLE, DOCKER, JOURNAL, K8S_TS, K8S_PREFIX):
+            m2 = rx.sub("", m2, count=1)
         if m2 == m:
             break
         m = m2

@@ -173,9 +173,15 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             drain_s = _drain_time(run_, nxt)
             if (len(deep) >= 2 or deep_s >= DEEP_QUEUE_S) and (not falling or cut):
                 pass  # several service times of queue; not drained before the server run ended (killed, restarted)
-            elif drain_s is not None and (drain_s >= 10 * QUEUE_S or (drain_s >= 4 * QUEUE_S and _seat_bound(run_))):
+            elif drained and not growing and max(w) <= min(x.running for x in run_):
+                continue  # a queue that never outgrew the running batch, did not grow and drained: each waiter waited
+                # less than one turn of the batch, however long the engine stayed full (healthy, saturated) — how long
+                # the queue existed is not how long anyone waited in it
+            elif drain_s is not None and (drain_s >= 10 * QUEUE_S or (
+                    drain_s >= 4 * QUEUE_S and _seat_bound(run_) and max(w) > min(x.running for x in run_))):
                 pass  # falling, but so slowly that the last requests wait many minutes — or minutes behind a seat
-                # limit that leaves the KV cache nearly empty (the configuration, not the hardware, makes them wait)
+                # limit that leaves the KV cache nearly empty (the configuration, not the hardware, makes them wait) with
+                # more waiting than running, so each waiter waits more than one turn of the batch
             elif dur < QUEUE_S:
                 continue
             elif drained and (falling or dur < 2 * QUEUE_S):

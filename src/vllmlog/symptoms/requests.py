@@ -94,6 +94,12 @@ def _failing_category(fails: list[Event]) -> str | None:
     return None
 
 
+#: Rejections below this share of the requests are a client that sends bad requests to a server that answers them
+#: correctly (a wrong model name, one caller's over-long prompts): a note, not an incident. At or above it — or half
+#: of what a few clients sent — a workload is being turned away.
+REJECTED_SHARE = 0.10
+
+
 @detector("rejected")
 def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     """Requests rejected as invalid (HTTP 400/401/403/404-on-the-API/413/422, or a rejection line): the server is
@@ -125,7 +131,7 @@ def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     rej = rej or reasons
     share = _share(n, st) if not wrong else len(wrong) / (len(wrong) + api)
     sev = (Severity.ERROR if share >= 0.5 and n >= 3 else
-           Severity.WARNING if share >= 0.5 or (n >= 3 and share >= 0.01) or (n >= 2 and share >= 0.05) else Severity.INFO)
+           Severity.WARNING if share >= 0.5 or (n >= 2 and share >= REJECTED_SHARE) else Severity.INFO)
     text = " ".join(u.msg_of(e)[:300] for e in rej[:10])
     length = bool(rej) and sum(1 for e in rej if _LENGTH.search(e.text) or u.is_length_rejection(e)) >= len(rej) / 2
     cat = "request_too_long" if length else "bad_request_params"
@@ -141,7 +147,7 @@ def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
         paths = sorted({str(e.fields.get('path')) for e in wrong})
         head += (f": {len(wrong)} calls to a route the server does not have ({', '.join(paths[:3])}) — a client's "
                  "base URL or path is wrong")
-    yield Symptom("rejected", st.file, st.index, sev, head + ".", onset=t0, end=t1,
+    yield Symptom("rejected", st.file, st.index, sev, head.rstrip(". ") + ".", onset=t0, end=t1,
                   evidence=u.dedupe([u.ev(e) for e in rej[:3]] + [u.first(e) for e in acc[:3]]), category=cat,
                   process=evs[0].process, data={"rejected": n, "share": share, "length": length, "text": text[:200],
                                                 "reasons": len(rej),
