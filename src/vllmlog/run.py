@@ -361,6 +361,11 @@ class Pipeline:
         ts = e.ts
         if k in LIFECYCLE:
             srv = self._lifecycle(srv, e)
+        elif k == "config_error" and (srv.ready or srv.shutdown) and e.text.find(": error: ") >= 0:
+            # argparse rejecting the command line ("vllm: error: unrecognized arguments …") after the server had served
+            # or stopped: the process was started again (a container restart) and failed before printing a banner
+            self._start_server(e)
+            srv = self.servers[-1]
         if srv.start_ts is None and ts is not None:
             srv.start_ts = ts
         srv.last_line = e.line_end

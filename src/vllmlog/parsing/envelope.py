@@ -15,7 +15,7 @@ DOCKER = re.compile(r"^[A-Za-z0-9][\w.-]{0,62}\s*\| ")
 CONSOLE = re.compile(r"^(?:[A-Z] \| )?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d{1,9})?) \| [\w.:-]{1,40} \| [^|]{0,60}\| ")
 K8S_PREFIX = re.compile(r"^\[pod/[^\s/\]]+/[^\s\]]+\] ")
 # journalctl (short format): "Apr 18 09:00:00 gpu-node-3 vllm[2211]: "
-JOURNAL = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.-]+ [\w./@:-]+(?:\[\d+\])?: ")
+JOURNAL = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.-]+ ([\w./@:-]+?)(?:\[(\d+)\])?: ")
 # kubectl logs --timestamps / docker logs -t: RFC 3339 prefix
 K8S_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) ")
 # (APIServer pid=1), (VllmWorker rank=0 pid=7), (RayWorkerWrapper pid=9, ip=10.0.0.2)

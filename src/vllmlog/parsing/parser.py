@@ -338,10 +338,13 @@ class LineParser:
             if "\x1b" in s:
                 s = ANSI.sub("", s)
             wrap_ts = None
+            jproc = None
             c0 = s[:1]
             if c0.isupper() and len(s) > 20 and s[3] == " " and s[9] == ":" and s[12] == ":":
                 m = JOURNAL.match(s)
                 if m:
+                    if m.group(2):  # the unit's pid: what tells apart two processes' tracebacks without a vLLM tag
+                        jproc = f"{m.group(1)} pid={m.group(2)}"
                     s = s[m.end():]
                     c0 = s[:1]
             if s[1:4] == " | " or (c0.isdigit() and s[4:5] == "-" and s[23:26] == " | " or s[19:22] == " | "):
@@ -392,6 +395,8 @@ class LineParser:
                     process = m.group(1)
                     s = s[m.end():]
                     c0 = s[:1]
+            if process is None and jproc is not None:
+                process = jproc
             if c0 == "[" and s[1:5] == "rank":
                 m = TORCH_RANK.match(s)
                 if m:

@@ -35,6 +35,11 @@ _PLATFORM = re.compile(r"(?:hip|cuda|rocm) runtime failed to load|provide archit
                        r"compute capability \S{1,10} (?:is )?(?:not supported|below)|"
                        r"(?:lib(?:cudart|cublas|nccl|amdhip64)\S{0,20}\.so\S{0,10}): cannot open shared object", re.I)
 
+#: A ValueError's own words for a violated constraint on the arguments.
+_CONFIG_MSG = re.compile(r"must be (?:divisible|less|greater|at (?:least|most)|one of|a multiple|between|positive|"
+                         r"non-negative|<=?|>=?)|is not divisible|is not supported (?:for|with|by|when)|"
+                         r"not supported (?:with|for|when)|invalid (?:value|choice|argument)|unrecognized argument", re.I)
+
 
 def _infer(e) -> str:
     """Best category for an unrecognised start-up exception, from its type, message and frames."""
@@ -49,7 +54,9 @@ def _infer(e) -> str:
     if _LOAD.search(e.text) and "Error" in xt and not _CONFIG_FRAMES.search(e.text.split("\n")[-1]):
         return "model_load_failure"
     if any(t in xt for t in ("ValueError", "TypeError", "ValidationError", "NotImplementedError", "AttributeError")) \
-            and _CONFIG_FRAMES.search(e.text):  # raised while the engine's configuration was built
+            and (_CONFIG_FRAMES.search(e.text) or ("ValueError" in xt and _CONFIG_MSG.search(xm))):
+        # raised while the engine's configuration was built — or a ValueError worded as a violated constraint on the
+        # arguments, when the traceback's frames were cut from the log (a crash loop's repeats, a pasted excerpt)
         return "config_error"
     if "NCCL" in xm or "nccl" in e.text.lower() and "Dist" in xt:
         return "distributed_nccl"
