@@ -23,9 +23,6 @@ OPEN = {
     "blind8/10-cpu-docker-v0-engine-iteration-timeout": "an iteration timeout with no peer read as a hung peer",
     "blind8/13-v1-malformed-response-format-500": "request-specific 5xx read as a failing engine",
     "blind8/15-v1-proxy-client-disconnect-silent-abort": "a silent client disconnect (no abort logged)",
-    "blind8/20-journald-cpu-only-granite-0.1-tokps": "no decode floor on the CPU backend",
-    "blind8/30-healthy-tpu-v4-embedding-bench-bursts": "a pooling model's 0 generation tokens/s read as slow TTFT",
-    "blind9/09-llama31-70b-tp8-enforce-eager-12tps": "lone-request GPU floor too low for a named slow setting",
 }
 
 

@@ -139,3 +139,30 @@ def test_block_override_is_named_in_the_fix() -> None:
     assert inc.category == "kv_cache_pressure_preemption"
     assert inc.fixes[0].startswith("remove `--num-gpu-blocks-override 16`")
     assert not any("gpu-memory-utilization" in f for f in inc.fixes)
+
+
+def test_weights_from_model_name() -> None:
+    """The CPU floor's weight size from a parameter count in the name; none without one (or for MoE 8x7b)."""
+    from vllmlog.symptoms.progress import _weights_from_name
+
+    assert round(_weights_from_name("ibm-granite/granite-3.1-8b-instruct", "torch.bfloat16"), 1) == 14.9
+    assert round(_weights_from_name("Qwen/Qwen2.5-0.5B-Instruct", "float32"), 2) == 1.86
+    assert _weights_from_name("mistralai/Mixtral-8x7B-Instruct-v0.1", None) is None
+    assert _weights_from_name("/models/tiny", None) is None
+
+
+def test_pooling_model_from_args_and_tasks() -> None:
+    """--convert/--task/--runner and the tasks line say whether the model only pools (never generates)."""
+    from vllmlog.model import Event
+    from vllmlog.state.config import _pooling
+
+    def ev(kind: str, fields: dict, text: str = "") -> Event:
+        return Event("x.log", 1, 1, None, "INFO", None, None, kind, None, fields, text, "", None, False)
+
+    assert _pooling(ev("server_args", {"args": {"convert": "embed"}})) is True
+    assert _pooling(ev("server_args", {"args": {"task": "generate"}})) is False
+    assert _pooling(ev("server_args", {"args": {"model": "m"}})) is None
+    assert _pooling(ev("model_tasks", {"tasks": "['embed', 'token_embed']"})) is True
+    assert _pooling(ev("model_tasks", {"tasks": "['generate']"})) is False
+    assert _pooling(ev("model_tasks", {}, "This model supports multiple tasks: {'generate', 'embed'}. "
+                                          "Defaulting to 'generate'.")) is False

@@ -686,6 +686,18 @@ _ENVELOPE = re.compile(r"^(?:\([^)]*\)\s*)?(?:(?:INFO|WARNING|ERROR|DEBUG|CRITIC
                        r"(?:\[[^\]]*\]\s*|\S+\.py:\d+\]\s*)?)?")
 
 
+def pooling(v: "ServerView") -> bool:
+    """The server run serves a pooling model (embed / classify / score / reward): it never generates tokens."""
+    from ..state.config import _pooling
+
+    got = None
+    for e in v.of("server_args", "model_tasks"):
+        p = _pooling(e)
+        if p is not None:
+            got = p
+    return bool(got)
+
+
 def msg_of(e: Event) -> str:
     """The record's message without the vLLM envelope (process tag, level, time, [file:line]) and without the
     wrappers a deployment adds before it (docker compose ``name  | ``, journald, ``kubectl --prefix`` and
@@ -800,7 +812,7 @@ def slow_settings(v: ServerView) -> list[tuple[Any, str]]:
             out.append((e, "attention backend " + (_SLOW_BACKENDS.search(head).group(0))))
         elif _FORCED.search(head) and "backend" in head.lower() and not any(w.startswith("attention") for _, w in out):
             out.append((e, "attention backend (forced)"))
-    if arg(v, "enforce_eager") in (True, "True", "true"):
+    if arg(v, "enforce_eager") in (True, "True", "true") and not cpu:  # the CPU backend has no CUDA graphs to lose
         out.append((v.events[0] if v.events else None, "enforce-eager"))
     if num(arg(v, "cpu_offload_gb")):
         out.append((v.events[0] if v.events else None, "cpu-offload"))

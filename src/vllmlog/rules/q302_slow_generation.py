@@ -37,7 +37,7 @@ class SlowGeneration(Rule):
         and neither the seats nor the KV cache is what holds the waiting requests back — each sequence simply
         takes longer, so the same arrivals need more of them in flight (Little's law) than the engine admits."""
         if symptom.kind == "queueing" and finding.data.get("slow_settings") and (finding.data.get(
-                "median_decode_tps") or 0) < float(finding.data.get("target_tps") or 0):
+                "median_decode_tps") or 0) < 0.8 * float(finding.data.get("target_tps") or 0):  # clearly, not marginally
             return True if symptom.data.get("binding") not in ("max_num_seqs", "kv_cache") else None
         return None
 

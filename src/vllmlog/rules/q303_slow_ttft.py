@@ -35,7 +35,7 @@ class SlowTtft(Rule):
         thr = float(options["max_ttft_s"])
         for v in u.servers(run):
             stretches = []
-            for samples in v.by_engine().values():
+            for samples in v.by_engine().values() if not u.pooling(v) else ():  # pooling: no token by design
                 for st in u.stretches(samples, lambda s: (s.running or 0) > 0 and (s.prompt_throughput or 0) > 0
                                       and (s.generation_throughput or 0) == 0):
                     if len(st) >= int(options["min_prefill_intervals"]):

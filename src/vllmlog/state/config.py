@@ -78,6 +78,9 @@ class ServerConfig:
     max_logprobs: int | None = None
     weights_gib: float | None = None
     """Memory the model's weights take on one GPU ('Model loading took N GiB')."""
+    pooling: bool | None = None
+    """The model is served for pooling (embed, classify, score, reward: ``--convert``/``--task``/``--runner``, or the
+    tasks the server says it supports): requests are prefilled and never generate a token."""
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -109,6 +112,34 @@ def _set(cfg: ServerConfig, name: str, value: Any, source: str) -> None:
         return
     setattr(cfg, name, value)
     cfg.sources[name] = source
+
+
+#: Tasks / runners / conversions under which a model only pools (no token is generated).
+POOLING_TASKS = frozenset({"embed", "embedding", "token_embed", "classify", "token_classify", "score", "reward",
+                           "pooling", "encode", "rerank"})
+_DEFAULT_TASK = re.compile(r"Defaulting to '(\w+)'")
+_TASKS = re.compile(r"'(\w+)'")
+
+
+def _pooling(e: Any) -> bool | None:
+    """What one args / tasks line says about pooling (None: nothing)."""
+    f = e.fields
+    if e.kind == "server_args":
+        a = f.get("args") if isinstance(f.get("args"), dict) else {}
+        for key in ("runner", "convert", "task"):
+            t = str(a.get(key) or f.get(key) or "").strip().lower()
+            if t in POOLING_TASKS:
+                return True
+            if t in ("generate", "draft"):
+                return False
+        return None
+    m = _DEFAULT_TASK.search(e.text)
+    if m:
+        return m.group(1).lower() in POOLING_TASKS
+    tasks = {t.lower() for t in _TASKS.findall(str(f.get("tasks") or ""))}
+    if tasks:
+        return "generate" not in tasks and bool(tasks & POOLING_TASKS)
+    return None
 
 
 def server_config(v: ServerView) -> ServerConfig:
@@ -148,6 +179,10 @@ def server_config(v: ServerView) -> ServerConfig:
     for e in v.events:
         k = e.kind
         f = e.fields
+        if k in ("server_args", "model_tasks"):
+            p = _pooling(e)
+            if p is not None:
+                _set(cfg, "pooling", p, LOGGED)
         if k == "platform" and f.get("platform"):
             device = device or str(f["platform"]).lower()
         elif k in ("kv_cache_size", "kv_cache_blocks") and f.get("kv_device"):

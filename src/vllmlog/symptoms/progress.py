@@ -4,6 +4,7 @@ slows down against the run's own normal."""
 from __future__ import annotations
 
 import bisect
+import re
 from statistics import median
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Iterator
@@ -297,13 +298,38 @@ def thrashing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
 LONE_BANDWIDTH_GBS = 150.0
 
 
-def _lone_floor(st: ServiceState, opts: dict) -> float | None:
-    """Slowest normal speed of a lone request on this server's GPU; None on the CPU backend (no such floor)."""
-    if st.config.cpu:
+#: The CPU backend streams the weights from DRAM for every token: ~10 GB/s is a conservative effective bandwidth
+#: (one socket's DDR4/DDR5 reaches 40–300 GB/s), so a lone request decodes at least 10 / (GiB of weights) tokens/s.
+CPU_BANDWIDTH_GBS = 10.0
+_PARAMS = re.compile(r"(?<![\d.])(\d{1,4}(?:\.\d{1,2})?)[bB](?![a-zA-Z\d])")
+
+
+def _weights_from_name(model: str | None, dtype: str | None) -> float | None:
+    """GiB of weights guessed from a parameter count in the model's name ('granite-3.1-8b-instruct' → 8 B × 2 bytes
+    for 16-bit weights, 4 bytes for float32); None without one (MoE names like '8x7b' are not guessed)."""
+    if not model or re.search(r"\d\s*x\s*\d", model, re.I):
         return None
+    m = _PARAMS.search(model.rsplit("/", 1)[-1])
+    if not m:
+        return None
+    width = 4 if dtype and "float32" in dtype else 2
+    return float(m.group(1)) * 1e9 * width / 2**30
+
+
+def _lone_floor(st: ServiceState, opts: dict) -> float | None:
+    """Slowest normal speed of a lone request on this server's device (the memory-bandwidth bound of streaming the
+    weights once per token); the handbook's target when a setting that slows decode is logged; None when unknown."""
     cap = float(opts.get("min_generation_tps") or 20.0)
-    if any(w == "cpu-offload" for _, w in u.slow_settings(st.view)):
+    if st.config.cpu:
+        w = st.config.weights_gib or _weights_from_name(st.config.model, st.config.dtype)
+        if not w:
+            return None
+        return min(cap, max(0.2, CPU_BANDWIDTH_GBS / (w * max(1, st.config.pipeline_parallel_size))))
+    slow = u.slow_settings(st.view)
+    if any(w == "cpu-offload" for _, w in slow):
         return cap  # weights stream over PCIe every step: the bandwidth floor of GPU memory does not apply
+    if any(w == "enforce-eager" or w.startswith("attention") for _, w in slow):
+        return cap  # a setting known to slow decode is logged: below the target, the setting is the likely reason
     w = st.config.weights_gib
     if not w:
         return min(cap, 10.0)
@@ -409,16 +435,21 @@ def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
         low = [x for x in lone if (x.gen_per_seq or 0) < lone_floor]
         if len(low) >= 3 and len(low) >= len(lone) / 2:
             sp = median(x.gen_per_seq or 0 for x in low)
+            dev = "the CPU backend" if st.config.cpu else f"{(st.config.device or 'GPU').upper()}"
+            why = [w for _, w in u.slow_settings(v)] if not st.config.cpu else []
+            per = (st.config.weights_gib or (_weights_from_name(st.config.model, st.config.dtype)
+                                             if st.config.cpu else None))
             yield Symptom("slow", st.file, st.index, Severity.WARNING,
-                          f"One request at a time decodes at {sp:.1f} tokens/s on a GPU ({len(low)} of {len(lone)} "
-                          f"lone-request stats intervals below {lone_floor:.0f} tokens/s"
-                          + (f" for {st.config.weights_gib:g} GiB of weights per GPU" if st.config.weights_gib else "")
+                          f"One request at a time decodes at {sp:.1f} tokens/s on {dev} ({len(low)} of {len(lone)} "
+                          f"lone-request stats intervals below {lone_floor:.2g} tokens/s"
+                          + (f", running with {', '.join(why)}" if why else
+                             f", the floor for {per:.3g} GiB of weights" if per else "")
                           + ").", onset=low[0].ts, end=low[-1].ts, evidence=u.dedupe(_ev(low)),
                           process=low[0].sample.process,
                           data={"lone_tps": sp, "floor_tps": lone_floor, "intervals": len(low)})
     # the first token takes long: prefill runs interval after interval with no token generated
     ttft = float(opts.get("max_ttft_s") or 1.0)
-    for xs in st.engines.values():
+    for xs in st.engines.values() if not st.config.pooling else ():  # a pooling model never generates a token
         for run_ in _runs(xs, lambda x: x.running > 0 and x.admitting and x.gen_tps == 0 and not v.in_shutdown(x.sample.line)):
             dur = u.duration_s(run_) + run_[0].dt_s
             if len(run_) >= 3 and dur >= max(30.0, 3 * ttft):
