@@ -59,6 +59,10 @@ def failing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     n = max(len(e5), u.distinct_requests(fails) if fails else 0)
     if n == 0:
         return
+    # the API server's own traceback just before a 5xx answer, raised while it handled that request (building its
+    # sampling parameters, rendering its chat template …): the request, not the engine, is what failed
+    req_tb = _request_tracebacks(v, e5)
+    fails += [e for e in req_tb if e not in fails]
     share = _share(n, st)
     sev = Severity.ERROR if n >= 3 or share >= 0.05 else Severity.WARNING
     evs = sorted(e5 + fails, key=lambda e: e.line)
@@ -70,13 +74,49 @@ def failing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
         codes = sorted({e.fields.get("http_status") for e in e5})
         what += f"; HTTP {', '.join(str(c) for c in codes)} ×{len(e5)}"
     if exc is not None:
-        what += f"; {u.msg_of(exc)[:120]}"
+        xt = str(exc.fields.get("exc_type") or "").rsplit(".", 1)[-1]
+        xm = str(exc.fields.get("exc_message") or "")
+        what += f"; {(xt + (': ' + xm if xm else '')) if xt else u.msg_of(exc)}"[:122]
     later_ok = any(x.ts and t1 and x.ts > t1 and x.gen_tps > 0 for x in st.intervals)
     yield Symptom("failing", st.file, st.index, sev, what + ".", onset=t0, end=t1,
                   trend="recovering" if later_ok else "stable",
                   evidence=u.dedupe(([u.ev(exc), u.first(exc)] if exc is not None else []) + [u.first(e) for e in evs[:6]]),
-                  category=_failing_category(fails), process=evs[0].process,
-                  data={"failed": n, "http_5xx": len(e5), "share": share})
+                  category=("bad_request_params" if req_tb and len(req_tb) >= len(e5) / 2 and later_ok
+                            and _failing_category(fails) in (None, "bad_request_params") else _failing_category(fails)),
+                  process=evs[0].process,
+                  data={"failed": n, "http_5xx": len(e5), "share": share, "request_tracebacks": len(req_tb)})
+
+
+#: Frames of the API server's per-request handling (OpenAI entrypoints, protocol → sampling params, chat templates).
+_REQUEST_PATH = re.compile(r"entrypoints/openai/|to_sampling_params|create_chat_completion|create_completion|"
+                           r"chat_utils\.py|_preprocess_chat|apply_hf_chat_template|serving_\w+\.py")
+#: Frames that mean the engine itself failed (the request merely saw it).
+_ENGINE_PATH = re.compile(r"EngineDead|engine/core|core_client|async_llm_engine\.py\", line \d+, in run_engine_loop|"
+                          r"model_executor|worker/|AsyncEngineDeadError|EngineGenerateError")
+
+
+def _request_tracebacks(v: u.ServerView, e5: list[Event]) -> list[Event]:
+    """The tracebacks the API server printed while handling a request, each right before (≤ 3 records, ≤ 2 s)
+    one of the 5xx answers, with its frames in request handling and none in the engine."""
+    if not e5:
+        return []
+    evs = v.events
+    pos = {id(e): i for i, e in enumerate(evs)}
+    out: list[Event] = []
+    for a in e5:
+        i = pos.get(id(a))
+        if i is None:
+            continue
+        for e in reversed(evs[max(0, i - 3):i]):
+            if e.kind == "http_access":
+                break
+            if e.fields.get("exc_type") and e.line_end >= a.line - 3 and (
+                    e.ts is None or a.ts is None or 0 <= (a.ts - e.ts).total_seconds() <= 2) \
+                    and _REQUEST_PATH.search(e.text) and not _ENGINE_PATH.search(e.text):
+                if e not in out:
+                    out.append(e)
+                break
+    return out
 
 
 def _failing_category(fails: list[Event]) -> str | None:
