@@ -20,7 +20,6 @@ CASES = sorted(p for p in BLIND.glob("blind*/*.json"))
 #: case → the mechanism still missing (each was a miss when its batch was scored; see docs/diagnosis-accuracy.md)
 OPEN = {
     "blind7/19-v1-tp2-enforce-eager-1p5b-one-request-at-a-time-slow": "no device floor for a lone request's decode speed",
-    "blind8/10-cpu-docker-v0-engine-iteration-timeout": "an iteration timeout with no peer read as a hung peer",
     "blind8/15-v1-proxy-client-disconnect-silent-abort": "a silent client disconnect (no abort logged)",
 }
 

@@ -798,13 +798,21 @@ SLOW_FIX = {
 }
 
 
+def is_cpu(v: ServerView) -> bool:
+    """The server run uses vLLM's CPU backend (the platform line, a CPU KV cache, ``device_config=cpu``, records of
+    the CPU executor / worker / model runner, or ``--device cpu``)."""
+    return any((e.kind == "platform" and str(e.fields.get("platform", "")).lower() == "cpu")
+               or (e.kind in ("kv_cache_size", "kv_cache_blocks") and str(e.fields.get("kv_device", "")).lower().startswith("cpu"))
+               or (e.kind == "engine_config" and str(e.fields.get("device_config", "")).lower() == "cpu")
+               or str(e.source or "").startswith(("cpu_executor.py", "cpu_worker.py", "cpu_model_runner.py"))
+               for e in v.events) or str(arg(v, "device") or "").lower() == "cpu"
+
+
 def slow_settings(v: ServerView) -> list[tuple[Any, str]]:
     """Start-up settings known to slow decode, with the line that shows each: a slow or forced attention backend,
     eager mode, CPU weight offload."""
     out: list[tuple[Any, str]] = []
-    cpu = any((e.kind == "platform" and str(e.fields.get("platform", "")).lower() == "cpu")
-              or (e.kind in ("kv_cache_size", "kv_cache_blocks") and str(e.fields.get("kv_device", "")).lower().startswith("cpu"))
-              for e in v.events)
+    cpu = is_cpu(v)
     for e in ([] if cpu else v.events):  # the CPU backend's attention is TORCH_SDPA by design
         head = e.text.split("\n", 1)[0]
         if (e.kind == "attention_backend" or "backend" in head) and _SLOW_BACKENDS.search(head) and not any(

@@ -118,6 +118,25 @@ class EngineHang(Rule):
             if lone:
                 e = lone[0]
                 startup = not v.serving(e.line)
+                world = (u.num(u.arg(v, "tensor_parallel_size")) or 1) * (u.num(u.arg(v, "pipeline_parallel_size")) or 1)
+                if all(x.kind == "engine_iteration_timeout" for x in lone) and world <= 1 and not startup:
+                    # one engine process and no worker to wait on: the step itself ran longer than the limit
+                    cpu = u.is_cpu(v)
+                    yield self.finding(
+                        f"{len(lone)} engine step(s) ran past VLLM_ENGINE_ITERATION_TIMEOUT_S: {u.msg_of(e)[:120]} — "
+                        "one engine process, no peer to wait on" + (" (CPU backend)" if cpu else ""),
+                        severity=Severity.ERROR, category="timeout", title="Engine step exceeded the iteration timeout",
+                        evidence=u.dedupe([u.first(x) for x in lone[:4]]), first_seen=e.ts, last_seen=lone[-1].ts,
+                        count=len(lone), file=v.file, process=e.process, server=v.index,
+                        root_cause="A single engine step (a long prefill, a large batch) took longer than the iteration "
+                                   "timeout on this hardware, and the V0 engine loop gave up on it.",
+                        remediation=("Raise `VLLM_ENGINE_ITERATION_TIMEOUT_S`; make one step smaller "
+                                     "(`--max-num-batched-tokens`, `--max-model-len`"
+                                     + (", `VLLM_CPU_KVCACHE_SPACE` sized to the load" if cpu else "")
+                                     + ") or run on faster hardware."),
+                        data={"timeouts": len(lone), "single_process": True, "cpu": cpu},
+                    )
+                    continue
                 yield self.finding(
                     f"{len(lone)} hang timeout line(s): {u.msg_of(e)[:150]}"
                     + (" (during start-up: often slow compilation or weight loading)" if startup else ""),
