@@ -11,6 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
+#include <math.h>
 #include <stdint.h>
 #include <datetime.h>
 
@@ -2087,6 +2088,55 @@ static PyObject *count_lines(PyObject *self, PyObject *arg) {
     return PyLong_FromSsize_t(n);
 }
 
+/* ---- capacity: the least-squares objective of the step-time model's reverse fit (capacity/model.py _reverse_fit)
+ * sse(b) over points (n, g): z = g / (1 - b g); a = sum(n z) / sum(z z) (0 when sum(z z) is 0); err = sum((n - a z) ** 2).
+ * The same IEEE operations in the same order as the Python loop on CPython < 3.12 (sum() adds left to right;
+ * x ** 2 calls libm pow, which is not always x * x: the exponent is read through a volatile so the compiler
+ * keeps the pow call). Returns (err, a), or None when a value is not finite (the Python loop then runs). */
+static volatile double TWO = 2.0;
+
+static PyObject *reverse_sse(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer nb, gb;
+    double b;
+    if (!PyArg_ParseTuple(args, "y*y*d", &nb, &gb, &b)) return NULL;
+    PyObject *res = NULL;
+    Py_ssize_t k = nb.len / (Py_ssize_t)sizeof(double);
+    if (gb.len != nb.len || nb.len % (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "reverse_sse: two buffers of as many doubles expected");
+        goto done;
+    }
+    const double *n = (const double *)nb.buf, *g = (const double *)gb.buf;
+    double *z = (double *)PyMem_Malloc((size_t)(k ? k : 1) * sizeof(double));
+    if (!z) { PyErr_NoMemory(); goto done; }
+    double zz = 0.0, nz = 0.0, a = 0.0, err = 0.0, two = TWO;
+    int finite = 1;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        double den = 1.0 - b * g[i];
+        if (den == 0.0) { finite = 0; break; }
+        z[i] = g[i] / den;
+        zz += z[i] * z[i];
+    }
+    if (finite && zz != 0.0) {
+        for (Py_ssize_t i = 0; i < k; i++) nz += n[i] * z[i];
+        a = nz / zz;
+    }
+    if (finite) {
+        for (Py_ssize_t i = 0; i < k; i++) {
+            double d = n[i] - a * z[i];
+            err += d == 0.0 ? 0.0 : pow(fabs(d), two);
+        }
+        finite = isfinite(err) && isfinite(a) && isfinite(zz);
+    }
+    PyMem_Free(z);
+    if (finite) res = Py_BuildValue("(dd)", err, a);
+    else { Py_INCREF(Py_None); res = Py_None; }
+done:
+    PyBuffer_Release(&nb);
+    PyBuffer_Release(&gb);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"count_nl", count_lines, METH_O, "count_nl(bytes) -> number of newlines (memchr)"},
     {"compile", compile_table, METH_VARARGS, "compile(entries) -> table (see vllmlog/parsing/fast.py)"},
@@ -2094,6 +2144,7 @@ static PyMethodDef methods[] = {
     {"set_hooks", set_hooks, METH_VARARGS, "set_hooks(classify, message_matches, raw_matches)"},
     {"memo_info", memo_info, METH_NOARGS, "memo_info() -> counters of the record classification memo"},
     {"memo_clear", memo_clear, METH_NOARGS, "memo_clear(): forget every memoised record classification"},
+    {"reverse_sse", reverse_sse, METH_VARARGS, "reverse_sse(n_doubles, g_doubles, b) -> (err, a) or None (capacity/model.py)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -203,9 +203,14 @@ class ServiceState:
 
     @property
     def intervals(self) -> list[Interval]:
-        """All engines' intervals in time order."""
+        """All engines' intervals in time order (one list, built once: read it, do not change it)."""
+        n = sum(map(len, self.engines.values()))
+        got = self.__dict__.get("_intervals")
+        if got is not None and got[0] == n:
+            return got[1]
         out = [x for xs in self.engines.values() for x in xs]
         out.sort(key=lambda x: (x.ts or datetime.min, x.sample.line))
+        self.__dict__["_intervals"] = (n, out)
         return out
 
     @property
