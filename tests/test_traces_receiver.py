@@ -188,3 +188,20 @@ def test_span_without_log_line_stands_alone_after_grace(receiver, tmp_path: Path
     w.step()
     state.release_ended(now=time.monotonic() + 60)
     assert state.requests[("", "success")] == 1 and state.recent[-1].seen_in == "trace"
+
+
+def test_idle_connection_is_closed_after_the_timeout(monkeypatch) -> None:
+    """A half-open client (half a request line, then nothing) is hung up on instead of holding its thread forever."""
+    import socket
+
+    import vllmlog.traces.receiver as rx
+
+    monkeypatch.setattr(rx, "IDLE_TIMEOUT_S", 0.3)
+    r = OtlpReceiver()
+    _, port = r.serve("127.0.0.1:0")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"POST /v1/tr")
+            assert s.recv(100) == b""  # closed by the server (a recv timeout here would raise instead)
+    finally:
+        r.close()

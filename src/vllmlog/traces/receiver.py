@@ -26,6 +26,9 @@ PATH = "/v1/traces"
 DEFAULT_LISTEN = "127.0.0.1:4318"
 MAX_BODY = 16 << 20
 MAX_SPANS = 200_000
+IDLE_TIMEOUT_S = 15.0
+"""A connection that sends nothing for this long is closed (an idle keep-alive or half-open client holds a
+thread until then, not forever; OTel exporters reconnect for their next batch)."""
 _PROTOBUF = "application/x-protobuf"
 _JSON = "application/json"
 
@@ -118,7 +121,7 @@ class OtlpReceiver:
         from ..live.exporter import parse_listen
 
         host, port = parse_listen(listen)
-        handler = type("Handler", (_Handler,), {"receiver": self})
+        handler = type("Handler", (_Handler,), {"receiver": self, "timeout": IDLE_TIMEOUT_S})
         try:
             srv = ThreadingHTTPServer((host, port), handler)
         except OSError as exc:
