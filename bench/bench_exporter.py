@@ -114,8 +114,24 @@ def _stalls(seconds: float, out: list[float]) -> None:
     out.append(worst)
 
 
-def run(src: Path, rate: int, idle: int, scrapers: int, seconds: float, hogs: int) -> dict:
+def hostile_lines() -> list[str]:
+    """What issue 15's attacker writes: a 1 MB line of the old catastrophic 'logprobs' shape, a stats line with a
+    400-digit number and 1e999, hostile markup; each once per cycle of the serving lines."""
+    env = "(APIServer pid=31488) {} 11-30 03:00:00 [{}] {}"
+    return [env.format("WARNING", "serving_chat.py:1", "logprobs " * 116_000 + "must be"),
+            env.format("INFO", "loggers.py:123", f"Engine 000: Avg prompt throughput: {'9' * 400}.0 tokens/s, Avg "
+                       f"generation throughput: 1e999 tokens/s, Running: {'9' * 400} reqs, Waiting: 0 reqs, GPU KV "
+                       "cache usage: 1.0%, Prefix cache hit rate: 0.0%"),
+            env.format("ERROR", "serving.py:1", "[/] [link=https://evil.example]x[/link] " + "x" * 200_000)]
+
+
+def run(src: Path, rate: int, idle: int, scrapers: int, seconds: float, hogs: int, hostile: bool = False) -> dict:
     lines = serving_lines()
+    if hostile:
+        bad = hostile_lines()
+        step = len(lines) // len(bad)
+        for k, b in enumerate(bad):
+            lines.insert((k + 1) * step, b)
     hog_procs = [subprocess.Popen([sys.executable, "-c", f"import time\nend=time.time()+{seconds + 40}\n"
                                    "while time.time()<end: pass"]) for _ in range(hogs)]
     try:
@@ -154,7 +170,11 @@ def run(src: Path, rate: int, idle: int, scrapers: int, seconds: float, hogs: in
                 w.stop.set()
                 w.join(5)
                 p.terminate()
-                p.wait(10)
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:  # a starved machine: do not let one run stop the bench
+                    p.kill()
+                    p.wait(10)
     finally:
         for h in hog_procs:
             h.kill()
@@ -177,16 +197,17 @@ def main() -> None:
     ap.add_argument("--scrapers", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--hogs", type=int, nargs="+", default=[0, 8])
+    ap.add_argument("--hostile", action="store_true", help="mix 1 MB adversarial lines, 400-digit numbers and markup in")
     a = ap.parse_args()
     print(f"## exporter: {a.idle} idle half-open connections + {a.scrapers} concurrent scrapers, "
-          f"{a.rate:,} lines/s ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs "
+          f"{a.rate:,} lines/s{' with hostile lines' if a.hostile else ''} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs "
           f"{platform.machine()}, Python {platform.python_version()}; src {a.src})\n")
     print("| CPU hogs | load avg (start → end) | scrapes | failed | p50 (ms) | p99 (ms) | max (ms) | > 1 s "
           "| worst stall of a 10 ms sleep in another process (ms) | stale (state busy > 0.5 s) | watcher threads: before idle / with idle / peak under scrapes | lines behind at end "
           "| watcher alive |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
     for h in a.hogs:
-        r = run(a.src, a.rate, a.idle, a.scrapers, a.seconds, h)
+        r = run(a.src, a.rate, a.idle, a.scrapers, a.seconds, h, a.hostile)
         print(f"| {h} | {r['load'][0]:.1f} → {r['load'][1]:.1f} | {r['n']:,} | {r['failed']} | {1e3 * r['p50']:.0f} "
               f"| {1e3 * r['p99']:.0f} | {1e3 * r['max']:.0f} | {r['over_1s']} "
               f"| {1e3 * r['stall']:.0f} | {r['stale']:.0f} | {r['base_threads']} / {r['idle_threads']} / {r['peak_threads']} "
