@@ -156,7 +156,7 @@ def test_scrape_does_not_wait_behind_the_parser(tmp_path: Path) -> None:
     assert b"vllmlog_log_lines" in out[0] and len(out[0]) == len(first)
 
 
-def _get(url: str, timeout: float = 10.0) -> int:
+def _get(url: str, timeout: float = 30.0) -> int:
     with urllib.request.urlopen(url, timeout=timeout) as r:
         r.read()
         return r.status
@@ -165,7 +165,7 @@ def _get(url: str, timeout: float = 10.0) -> int:
 def _idle_clients(port: int, n: int) -> list[socket.socket]:
     out = []
     for _ in range(n):  # connect, send half a request line, never finish it
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
         s.sendall(b"GET /metr")
         out.append(s)
     return out
@@ -218,7 +218,7 @@ def test_idle_clients_beyond_the_cap_make_room_for_a_scrape(monkeypatch) -> None
         _wait(lambda: server.open == 20, "20 idle connections fill the cap")  # type: ignore[attr-defined]
         assert _get(f"http://127.0.0.1:{port}/metrics") == 200  # the oldest idle one made room
         assert server.counters["evicted"] == 1 and server.counters["refused"] == 0  # type: ignore[attr-defined]
-        idle[0].settimeout(5)
+        idle[0].settimeout(30)
         assert idle[0].recv(100) == b""  # it was the oldest that was cut off
     finally:
         for s in idle:
@@ -271,13 +271,13 @@ def test_exporter_answers_garbage_with_400_and_keeps_serving() -> None:
     try:
         for junk in (b"\x00\xff garbage\r\n\r\n", b"GET /metrics\r\n\r\n", b"GET / HTTP/1.0\r\nno colon\r\n\r\n",
                      b"GET /" + b"a" * 20000 + b" HTTP/1.0\r\n\r\n"):
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
                 s.sendall(junk)
                 reply = b""
                 while chunk := s.recv(4096):
                     reply += chunk
             assert reply.split(b"\r\n")[0] in (b"HTTP/1.1 400 Bad Request", b"HTTP/1.1 431 Request Header Fields Too Large")
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # raw HTTP/1.0, gzip, OpenMetrics
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:  # raw HTTP/1.0, gzip, OpenMetrics
             s.sendall(b"GET /metrics?x=1 HTTP/1.0\r\nAccept: application/openmetrics-text; version=1.0.0\r\n"
                       b"Accept-Encoding: gzip\r\n\r\n")
             reply = b""
@@ -300,9 +300,9 @@ def test_exporter_closes_idle_connections(monkeypatch) -> None:
     monkeypatch.setattr(ex, "SOCKET_TIMEOUT_S", 0.3)
     server, _ = serve(make_registry(LiveCollector(LiveState("x.log"))), "127.0.0.1:0")
     try:
-        s = socket.create_connection(("127.0.0.1", server.server_port), timeout=5)  # type: ignore[attr-defined]
+        s = socket.create_connection(("127.0.0.1", server.server_port), timeout=30)  # type: ignore[attr-defined]
         s.sendall(b"GET /")
-        s.settimeout(5)
+        s.settimeout(30)
         assert s.recv(100) == b""  # the server hung up on the idle client after its timeout
         s.close()
     finally:
