@@ -55,8 +55,14 @@ def test_no_fewer_seats_while_one_request_runs() -> None:
     cfg = ServerConfig(max_num_seqs=256)
     assert advice.fewer_seqs(cfg, 1) is None
     assert advice.reconcile(["lower `--max-num-seqs` or client concurrency"], cfg, max_running=1) == []
-    assert advice.fewer_seqs(ServerConfig(max_num_seqs=8), 10) == \
-        "cap concurrency near what the cache holds: `--max-num-seqs 7`; now 8"
+    # the number is the capacity model's (capacity.sizing), never a guess of the rule's
+    assert advice.fewer_seqs(ServerConfig(max_num_seqs=8), 10) == "lower `--max-num-seqs` or client concurrency (now 8)"
+    from vllmlog.capacity.sizing import Sizing, Value
+
+    sz = Sizing("x.log", 0, True, 8, 10, fewer_seats=Value("--max-num-seqs", 6, "--max-num-seqs 6", "what it holds"))
+    assert advice.fewer_seqs(ServerConfig(max_num_seqs=8), 10, "", sz) == \
+        "cap concurrency at what the cache holds: `--max-num-seqs 6`; now 8"
+    assert advice.fewer_seqs(ServerConfig(max_num_seqs=8), 10, "", Sizing("x.log", 0, True, 8, 1)) is None
 
 
 # ----------------------------------------------------------------------------------------------- state

@@ -67,7 +67,7 @@ def test_hostile_numbers_every_command(tmp_path: Path, k: int, src: Path, capfd,
     log = _hostile(src, tmp_path / "h.log", k)
     caplog.set_level(logging.ERROR)
     assert main(["analyze", str(log), "--json", "--no-html", "--year", "2026"]) == 0
-    for cmd in (["summary"], ["timeline"], ["requests"], ["diagnose"], ["parse", "-o", str(tmp_path / "ev.jsonl")]):
+    for cmd in (["summary"], ["timeline"], ["requests"], ["diagnose"], ["capacity"], ["parse", "-o", str(tmp_path / "ev.jsonl")]):
         assert main(cmd + [str(log)]) in (0, 1), cmd  # diagnose exits 1 when it finds a problem
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Error" not in err.replace("error:", "")

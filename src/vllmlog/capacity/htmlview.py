@@ -58,6 +58,7 @@ def _server(sc: ServerCapacity) -> str:
         f"<li>{e(c.name)}: predicted {e(fmt_value(float(c.predicted)))}, actual {e(fmt_value(float(c.actual)))}"
         + (f" (error {e(f'{c.error:+.0%}')})" if c.error is not None else "") + "</li>" for c in sc.checks)
     advice = "".join(f"<li>{e(a)}</li>" for a in sc.advice)
+    sizing = "".join(f"<li>{e(a)}</li>" for a in (sc.sizing.lines() if sc.sizing is not None else ()))
     return (f"<h3>{e(name)}: bound by {e(_LIMIT.get(sc.binding, sc.binding))}</h3>"
             f"<div class='tablewrap'><table><tbody>{_fig_rows(facts)}</tbody></table></div>"
             f"<div class='tablewrap'><table><thead><tr><th>window</th><th>limit</th><th>evidence</th></tr></thead>"
@@ -66,7 +67,8 @@ def _server(sc: ServerCapacity) -> str:
             f"<th>Running</th><th>gen tok/s</th></tr></thead><tbody>{whatif}</tbody></table></div>"
             + (f"<ul>{rep}</ul>" if rep else "")
             + (f"<p>Checks (model vs what the log states)</p><ul>{checks}</ul>" if checks else "")
-            + (f"<p>Advice</p><ul>{advice}</ul>" if advice else ""))
+            + (f"<p>Advice</p><ul>{advice}</ul>" if advice else "")
+            + (f"<p>Sizing (the values the diagnosis's fixes use)</p><ul>{sizing}</ul>" if sizing else ""))
 
 
 def capacity_section(run: Run, numbers: dict[str, Any] | None = None) -> str:

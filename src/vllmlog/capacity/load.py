@@ -185,9 +185,9 @@ def lengths(st: ServiceState, tok: dict[str, Any], client: Sequence[ClientRecord
     xs = st.intervals
     n = sum(1 for j in st.view.journeys if j.reached_engine or j.status in ("success", "aborted"))
     if xs and n:
-        pt = math.fsum(x.prompt_tps * x.dt_s for x in xs)
-        gt = math.fsum(x.gen_tps * x.dt_s for x in xs)
-        if gt > 0:
+        pt = math.fsum(x.prompt_tps * x.dt_s for x in xs if math.isfinite(x.prompt_tps))
+        gt = math.fsum(x.gen_tps * x.dt_s for x in xs if math.isfinite(x.gen_tps))
+        if gt > 0 and math.isfinite(pt) and math.isfinite(gt):
             L.prompt, L.output = pt / n, gt / n
             L.count = n
             L.basis = ESTIMATED

@@ -52,6 +52,22 @@ def footprint(load: Load, block_size: int, hit_rate: float = 0.0) -> Footprint |
     return Footprint(mean, peak, fig)
 
 
+def measured_footprint(load: Load, kv_tokens: int | None, block_size: int) -> Footprint | None:
+    """KV tokens per running request as the cache's own usage shows it (usage × capacity ÷ Running, median over
+    the busy intervals): the footprint when the log states no request lengths, or when the lengths estimated
+    from the stats lines contradict it (an excerpt whose throughput belongs to requests it does not show)."""
+    per = load.kv_per_running
+    if not kv_tokens or not per or per <= 0:
+        return None
+    res = 0.0005 * kv_tokens / max(1, load.running_max)  # usage is printed to 0.1 %
+    if res >= 0.25 * per:
+        return None
+    fig = Figure("kv_tokens_per_request_measured", "KV tokens per request (the cache's usage)", per, "tokens", DERIVED,
+                 f"KV usage × {kv_tokens:,} tokens ÷ Running, median of the busy intervals",
+                 ("requests hold on average what the running ones held when the stats lines were printed",))
+    return Footprint(per, math.ceil(per / block_size) * block_size, fig)
+
+
 def pressure_footprint(xs: Sequence[Interval], kv_tokens: int | None) -> Footprint | None:
     """KV tokens per running request while the cache was full and requests waited (usage × capacity ÷ Running,
     median over those intervals): what requests of this mix really hold when the cache binds — more than the

@@ -8,12 +8,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..numbers import SloTargets, describe
-from .figure import MODEL, Figure
+from .figure import ESTIMATED, MODEL, Figure
 from .limits import Window, binding, windows
 from .load import Load, busy, measure
-from .model import Footprint, Throughput, fit_throughput, fits, footprint, pressure_footprint, running
+from .model import (Footprint, Throughput, fit_throughput, fits, footprint, measured_footprint, pressure_footprint,
+                    running)
+from . import sizing
 from .replicas import Replicas, plan as replica_plan
 from .server import Server, facts
+from .sizing import Sizing
 from .whatif import WhatIf, whatifs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,6 +62,8 @@ class ServerCapacity:
     checks: list[Check] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)
     model_figures: list[Figure] = field(default_factory=list)
+    sizing: Sizing | None = None
+    """The values the diagnosis's fixes name for this server run (``sizing.of``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +78,7 @@ class ServerCapacity:
             "replicas": self.replicas.to_dict(),
             "checks": [c.to_dict() for c in self.checks],
             "advice": list(self.advice),
+            "sizing": self.sizing.to_dict() if self.sizing is not None else None,
         }
 
 
@@ -89,13 +95,16 @@ class CapacityPlan:
     """Server runs left out (never served, no stats lines), with why."""
     trend: Any = None
     """``trend.Trend``: peak rate per day/hour, its trend and when it reaches the fleet's capacity."""
+    startup: list[Sizing] = field(default_factory=list)
+    """Server runs that never served: the values their start-up lines give (the diagnosis's fixes name them)."""
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
         return {"slo": asdict(self.slo), "target_rate": self.target_rate,
                 "servers": [s.to_dict() for s in self.servers], "cross_checks": [c.to_dict() for c in self.checks],
-                "skipped": list(self.skipped), "trend": self.trend.to_dict() if self.trend is not None else None,
+                "skipped": list(self.skipped),
+                "startup": [z.to_dict() for z in self.startup if z.values()], "trend": self.trend.to_dict() if self.trend is not None else None,
                 "bases": {"logged": "a line of the log, a trace or the client's records states it",
                           "derived": "computed exactly from logged values",
                           "estimated": "approximated from logged values",
@@ -116,6 +125,7 @@ def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None =
         if not st.lifecycle.serving or not st.intervals:
             why = "never served" if not st.lifecycle.serving else "no stats lines"
             out.skipped.append(f"{st.file} server run {st.index + 1}: {why}")
+            out.startup.append(sizing.of(st))
             continue
         states.append(st)
     for st in states:
@@ -155,10 +165,24 @@ def _client_for(st: ServiceState, client: Sequence[ClientRecord]) -> list[Client
     return [r for r in client if r.index in pairs]
 
 
-def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroom: float,
-                client: Sequence[ClientRecord] = (), peers: Sequence[ServiceState] = (),
-                numbers: dict[str, Any] | None = None) -> ServerCapacity:
-    """The plan of one serving server run (``peers``: other runs of the same model and device)."""
+@dataclass
+class Core:
+    """The model of one server run before any target or headroom: its facts, load, footprint, step-time model,
+    limit windows and what-ifs (what ``sizing`` and the plan both read)."""
+
+    facts: Server
+    load: Load
+    footprint: Footprint | None
+    model_footprint: Footprint | None
+    throughput: Throughput | None
+    windows: list[Window]
+    binding: str
+    whatifs: list[WhatIf]
+
+
+def core(st: ServiceState, slo: SloTargets, client: Sequence[ClientRecord] = (), peers: Sequence[ServiceState] = (),
+         numbers: dict[str, Any] | None = None) -> Core:
+    """Facts, load, footprint, step-time model, windows and what-ifs of one serving server run."""
     s = facts(st)
     ld = measure(st, client, numbers)
     xs = st.intervals
@@ -167,15 +191,32 @@ def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroo
         pooled = fit_throughput(xs, [o.intervals for o in peers])
         if pooled is not None and len(pooled.batch_sizes) >= 2:
             tp = pooled
-
     fp = footprint(ld, s.kv.block_size)
+    measured = measured_footprint(ld, s.kv.tokens, s.kv.block_size)
+    if measured is not None and (fp is None or (ld.lengths.basis == ESTIMATED and
+                                                not 0.5 <= fp.mean / measured.mean <= 2.0)):
+        fp = measured  # no lengths, or estimates the cache's own usage contradicts (an excerpt of a longer run)
     pressed = pressure_footprint(xs, s.kv.tokens)
     model_fp = fp
     if pressed is not None:
         fp = pressed
     ws = windows(xs, s.seats, tp)
     bind = binding(ws)
-    wi = whatifs(s, ld, fp, tp, bind, slo.tokens_per_s)
+    wi = whatifs(s, ld, fp, tp, bind, slo.tokens_per_s, pressed=pressed is not None)
+    return Core(s, ld, fp, model_fp, tp, ws, bind, wi)
+
+
+def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroom: float,
+                client: Sequence[ClientRecord] = (), peers: Sequence[ServiceState] = (),
+                numbers: dict[str, Any] | None = None) -> ServerCapacity:
+    """The plan of one serving server run (``peers``: other runs of the same model and device)."""
+    sz = sizing.of(st)
+    lone = sz.core
+    pools = bool(peers) and (lone is None or lone.throughput is None or len(lone.throughput.batch_sizes) < 2)
+    c = lone if lone is not None and not client and slo == SloTargets() and not pools else \
+        core(st, slo, client, peers, numbers)
+    s, ld, fp, model_fp, tp, ws, bind, wi = (c.facts, c.load, c.footprint, c.model_footprint, c.throughput,
+                                             c.windows, c.binding, c.whatifs)
     base = wi[0]
     sc = ServerCapacity(st.file, st.index, s, ld, fp, tp, ws, bind, wi,
                         replica_plan(ld, tp, s.seats, base.fits, slo, target, headroom))
@@ -189,7 +230,8 @@ def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroo
     if tp is not None:
         sc.model_figures.append(tp.figure())
     sc.checks = checks(st, s, ld, model_fp, tp, ws)
-    sc.advice = advice(s, ld, wi, bind, tp)
+    sc.sizing = sz
+    sc.advice = advice(s, ld, wi, bind, tp, sz)
     return sc
 
 
@@ -297,24 +339,37 @@ def _name(sc: ServerCapacity) -> str:
     return os.path.basename(sc.file) + (f"#{sc.server + 1}" if sc.server else "")
 
 
-def advice(s: Server, ld: Load, wi: list[WhatIf], bind: str, tp: Throughput | None) -> list[str]:
-    """Concrete advice from the what-ifs that change the binding limit, reconciled with the server's facts."""
-    from ..rules.advice import more_kv_memory, reconcile
+def advice(s: Server, ld: Load, wi: list[WhatIf], bind: str, tp: Throughput | None,
+           sz: Sizing | None = None) -> list[str]:
+    """Concrete advice from the what-ifs that change the binding limit, reconciled with the server's facts. The
+    values are the sizing's (``sizing.of``: what the diagnosis's fixes name); where this plan's own inputs (other
+    runs, the client's records, another SLO) give another value, the advice says so."""
+    from ..rules.advice import reconcile
 
     cfg = s.config
     base = wi[0]
     out: list[str] = []
     by = {w.key: w for w in wi if w.proposed}
-    if bind == "max_num_seqs" and "max_num_seqs" in by:
-        w = by["max_num_seqs"]
-        txt = (f"`--max-num-seqs {w.seats}` (now {s.seats}): lets the {ld.demand_peak} offered requests run at once; "
-               f"the KV cache holds {w.fits:,.0f} of this mix" if w.fits else
-               f"`--max-num-seqs {w.seats}` (now {s.seats})")
-        if w.note:
-            txt += f"; {w.note}"
-        out.append(txt)
-    if bind == "kv_cache":
-        for key in ("num_gpu_blocks_override", "kv_space", "gpu_memory_utilization", "kv_cache_dtype"):
+    more = sz.more_seats if sz is not None else None
+    if bind == "max_num_seqs":
+        w = by.get("max_num_seqs")
+        if more:
+            txt = f"`{more.change}` (now {s.seats}): lets the {ld.demand_peak} offered requests run at once"
+            if w is not None and w.fits:
+                txt += f"; the KV cache holds {w.fits:,.0f} of this mix"
+            if w is not None and w.note:
+                txt += f"; {w.note}"
+            if w is not None and w.seats != more.value:
+                txt += f" (with this plan's inputs the model gives `{w.change}`: {'; '.join(w.assumptions[1:]) or 'other runs or the client records'})"
+            elif w is None:
+                txt += " (with this plan's inputs the model proposes no change)"
+            out.append(txt)
+        elif more is not None:
+            out.append(f"no `--max-num-seqs` value: {more.why}")
+    fewer = sz.fewer_seats if sz is not None else None
+    kvm = sz.kv_memory if sz is not None else None
+    if bind == "kv_cache" or fewer:
+        for key in () if kvm else ("num_gpu_blocks_override", "kv_space", "gpu_memory_utilization", "kv_cache_dtype"):
             w = by.get(key)
             if w is None or w.running is None or base.running is None or w.running <= base.running:
                 continue
@@ -322,10 +377,12 @@ def advice(s: Server, ld: Load, wi: list[WhatIf], bind: str, tp: Throughput | No
             out[-1] += f": {base.kv_tokens:,} → {w.kv_tokens:,} KV tokens, Running {base.running:.0f} → {w.running:.0f} " \
                        f"at the offered {ld.demand_peak}"
             break
-        out.append(more_kv_memory(cfg))
-        w = by.get("max_num_seqs_kv")
-        if w is not None:
-            out.append(f"or, at this cache size, `--max-num-seqs {w.seats}` (now {s.seats}): {w.note}")
+        if kvm:
+            out.append(_kv_line(kvm))
+        elif kvm is not None:
+            out.append(f"no `{kvm.flag}` value: {kvm.why}")
+        if fewer:
+            out.append(f"or, at this cache size, `{fewer.change}` (now {s.seats}): {fewer.why.split(' (now ')[0]}")
     if bind == "compute" or (tp is not None and bind == "max_num_seqs" and "compute-bound" in
                              (by.get("max_num_seqs").note if by.get("max_num_seqs") else "")):
         out.append("compute is the limit: more replicas (see the replica count) or a faster device; more seats only "
@@ -334,3 +391,8 @@ def advice(s: Server, ld: Load, wi: list[WhatIf], bind: str, tp: Throughput | No
         out.append("nothing binds: the server has headroom at this load")
     return reconcile(out, cfg, max_running=ld.running_max)
 
+
+def _kv_line(v: sizing.Value) -> str:
+    if v.flag == "--num-gpu-blocks-override":
+        return f"remove `--num-gpu-blocks-override {v.value}`: {v.why}"
+    return f"give the KV cache more memory: `{v.change}` ({v.why})"

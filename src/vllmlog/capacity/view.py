@@ -135,6 +135,10 @@ class ServerView:
         yield Text("Advice", style="bold")
         for a in sc.advice or ["none: no flag change would lift the binding limit"]:
             yield Text(f"  • {a}")
+        if sc.sizing is not None and sc.sizing.values():
+            yield Text("Sizing (the values the diagnosis's fixes use)", style="bold")
+            for a in sc.sizing.lines():
+                yield Text(f"  • {a}", style="dim" if a.startswith("no `") else "")
 
 
 class PlanView:
@@ -174,3 +178,9 @@ class PlanView:
                     yield Text(f"    assumes {a}", style="dim italic")
         for s in p.skipped:
             yield Text(f"skipped {s}", style="dim")
+        for z in p.startup:
+            if z.values():
+                yield Text(f"Sizing of {os.path.basename(z.file)} server run {z.server + 1} (from its start-up lines: no "
+                           "capacity model without stats lines)", style="bold")
+                for a in z.lines():
+                    yield Text(f"  • {a}", style="dim" if a.startswith("no `") else "")

@@ -68,15 +68,19 @@ def _row(key: str, change: str, s: Server, ld: Load, fp: Footprint | None, tp: T
 
 def slo_seats(tp: Throughput | None, tokens_per_s: float | None) -> int | None:
     """The most sequences whose step time still gives each ``tokens_per_s`` (TPOT ≤ 1/tokens_per_s)."""
-    if tp is None or not tokens_per_s or tp.b <= 0 or len(tp.batch_sizes) < 2:
-        return None
+    if tp is None or not tokens_per_s or tp.b <= 0:
+        return None  # (one batch size: the model takes throughput as flat beyond it — the pessimistic TPOT)
     n = (1.0 / tokens_per_s - tp.a) / tp.b
     return max(1, int(n))
 
 
 def whatifs(s: Server, ld: Load, fp: Footprint | None, tp: Throughput | None, binding: str,
-            tokens_per_s: float | None = None) -> list[WhatIf]:
-    """The baseline (as run) and one row per flag that changes capacity."""
+            tokens_per_s: float | None = None, *, pressed: bool = False) -> list[WhatIf]:
+    """The baseline (as run) and one row per flag that changes capacity (``pressed``: ``fp`` was measured while
+    the cache was full and requests waited)."""
+    from .server import default_seats
+    from .sizing import gpu_util_up
+
     cfg = s.config
     kv = s.kv
     B = kv.block_size
@@ -91,9 +95,22 @@ def whatifs(s: Server, ld: Load, fp: Footprint | None, tp: Throughput | None, bi
         if cap is not None and cap < want:
             want = cap
             why.append(f"no more than the step-time model lets run at {tokens_per_s:g} tok/s per request (the TPOT SLO)")
+        seen = max(tp.batch_sizes) if tp is not None and tp.batch_sizes else None
+        if cap is None and seen and want > 2 * seen:
+            # no batch cost visible (or one batch size): the model cannot tell where each request slows below the
+            # TPOT SLO, so it does not extrapolate more than one doubling past the batches it saw
+            want = 2 * seen
+            why.append(f"at most twice the largest batch observed ({seen}): the step-time model sees no batch cost "
+                       "up to it, so it cannot tell where the TPOT SLO breaks — raise in steps and re-measure")
         if want > s.seats:
-            r = _row("max_num_seqs", f"--max-num-seqs {want}", s, ld, fp, tp, seats=want, assumptions=why)
-            if tp is not None and base.gen_tps and r.gen_tps:
+            plateau = s.seats_basis == DERIVED and s.seats <= 1
+            r = _row("max_num_seqs", f"--max-num-seqs {want}", s, ld, fp, tp, seats=want, assumptions=why,
+                     proposed=not plateau)
+            if plateau:
+                r.note = (f"Running stays at {s.seats} and no --max-num-seqs is logged (vLLM's default is "
+                          f"{default_seats(cfg, kv.total_memory_gib)[0]}): the plateau is not the seat limit — "
+                          "something else admits one request at a time")
+            elif tp is not None and base.gen_tps and r.gen_tps:
                 gain = r.gen_tps / base.gen_tps - 1
                 r.note = (f"aggregate generation {base.gen_tps:,.0f} → {r.gen_tps:,.0f} tok/s ({gain:+.0%}); each "
                           f"request's speed {base.gen_tps / max(base.running or 1, 1):,.0f} → "
@@ -105,7 +122,8 @@ def whatifs(s: Server, ld: Load, fp: Footprint | None, tp: Throughput | None, bi
                                          f"({max(tp.batch_sizes)})")
             out.append(r)
     # KV-bound: admitting no more than the cache holds stops the preemptions (recompute) at the same throughput
-    if binding == "kv_cache" and base.fits is not None and s.seats and int(base.fits) < s.seats and int(base.fits) >= 1:
+    if (binding == "kv_cache" or pressed) and base.fits is not None and s.seats and 2 <= int(base.fits) < s.seats \
+            and ld.running_max > 1:
         out.append(_row("max_num_seqs_kv", f"--max-num-seqs {int(base.fits)}", s, ld, fp, tp, seats=int(base.fits),
                         note="as many seats as the cache holds requests of this mix: no preemption, no recompute",
                         assumptions=["requests of this mix hold what they held while the cache was full"]))
@@ -127,8 +145,8 @@ def whatifs(s: Server, ld: Load, fp: Footprint | None, tp: Throughput | None, bi
                                      + (f" ({kv.total_memory_gib:g} GiB logged)" if kv.total_memory_gib else "")]))
     elif not cfg.cpu and kv.bytes_per_token and kv.total_memory_gib and cfg.gpu_memory_utilization:
         u = cfg.gpu_memory_utilization
-        u2 = 0.95 if u < 0.9 else min(0.98, round(u + 0.03, 2))  # the value rules.advice.more_kv_memory names
-        if u2 > u:
+        u2 = gpu_util_up(u)  # the value the diagnosis's fixes name
+        if u2 is not None:
             k2 = int((kv.tokens or 0) + (u2 - u) * kv.total_memory_gib * GIB / kv.bytes_per_token) // B * B
             out.append(_row("gpu_memory_utilization", f"--gpu-memory-utilization {u2:g}", s, ld, fp, tp, kv_tokens=k2,
                             assumptions=[f"the extra {(u2 - u) * kv.total_memory_gib:.1f} GiB all goes to the KV cache",

@@ -1,5 +1,8 @@
 """Fixes that agree with the facts of the server they are for.
 
+The numbers in them (``--max-num-seqs``, the KV-cache size, ``--max-model-len``) are the capacity model's
+(``capacity.sizing``: one computation per server run, the same values ``vllmlog capacity`` names).
+
 Rules phrase their remediation with these helpers, and ``reconcile`` checks every incident's fixes once more:
 never advise the value the server already uses, the CPU backend's KV cache is ``VLLM_CPU_KVCACHE_SPACE`` (not
 ``--gpu-memory-utilization``), a ``--num-gpu-blocks-override`` in the arguments *is* the KV-cache limit (name it,
@@ -12,6 +15,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..capacity.sizing import Sizing
     from ..state.config import ServerConfig
 
 
@@ -19,20 +23,25 @@ def _g(x: float | None) -> str:
     return "?" if x is None else f"{x:g}"
 
 
-def more_kv_memory(cfg: ServerConfig | None) -> str:
-    """How to give the KV cache more room on this server."""
+def more_kv_memory(cfg: ServerConfig | None, sz: Sizing | None = None) -> str:
+    """How to give the KV cache more room on this server (the value is the sizing's: ``capacity.sizing``)."""
+    kvm = sz.kv_memory if sz is not None else None
     if cfg is not None and cfg.num_gpu_blocks_override:
         toks = f" ({cfg.kv_cache_tokens:,} tokens)" if cfg.kv_cache_tokens else ""
         return (f"remove `--num-gpu-blocks-override {cfg.num_gpu_blocks_override}`: it caps the KV cache at "
                 f"{cfg.num_gpu_blocks_override} blocks{toks} whatever memory is free")
     if cfg is not None and cfg.cpu:
         have = f" (now {cfg.kv_cache_memory_gib:g} GiB)" if cfg.kv_cache_memory_gib else ""
+        if kvm:
+            return f"give the CPU KV cache more memory: `{kvm.change}`{have}"
         return f"give the CPU KV cache more memory: `VLLM_CPU_KVCACHE_SPACE=<GiB>`{have}"
+    from ..capacity.sizing import gpu_util_up
+
     opts = []
     util = cfg.gpu_memory_utilization if cfg is not None else None
-    if util is None or util < 0.95:
-        opts.append(f"`--gpu-memory-utilization {0.95 if util is None or util < 0.9 else min(0.98, round(util + 0.03, 2)):g}`"
-                    + (f" (now {_g(util)})" if util is not None else ""))
+    u2 = kvm.value if kvm is not None and kvm.flag == "--gpu-memory-utilization" else gpu_util_up(util)
+    if u2 is not None:
+        opts.append(f"`--gpu-memory-utilization {u2:g}`" + (f" (now {_g(util)})" if util is not None else ""))
     tp = cfg.tensor_parallel_size if cfg is not None else 1
     opts.append(f"more GPUs (`--tensor-parallel-size {max(2, tp * 2)}`)")
     if cfg is None or not (cfg.kv_cache_dtype or "").startswith("fp8"):
@@ -40,18 +49,29 @@ def more_kv_memory(cfg: ServerConfig | None) -> str:
     return "give the KV cache more memory: " + " or ".join(opts)
 
 
-def fewer_seqs(cfg: ServerConfig | None, running: float | None, reason: str = "") -> str | None:
-    """Advice to admit fewer sequences (None when it cannot help: one request runs at a time)."""
-    if running is not None and running <= 1:
+def fewer_seqs(cfg: ServerConfig | None, running: float | None, reason: str = "", sz: Sizing | None = None) -> str | None:
+    """Advice to admit fewer sequences: the sizing's ``--max-num-seqs`` (what the cache holds), else no number;
+    None when it cannot help (one request runs at a time)."""
+    if running is not None and running <= 1 or (sz is not None and sz.running_max <= 1):
         return None
-    target = max(1, int((running or 0) * 0.9)) if running else None
     now = cfg.max_num_seqs if cfg is not None else None
-    if target and now and target >= now:
-        target = max(1, now - 1) if now > 1 else None
-    if target:
-        return f"cap concurrency near what the cache holds: `--max-num-seqs {target}`" + (f" ({reason})" if reason else "") \
-            + (f"; now {now}" if now else "")
+    v = sz.fewer_seats if sz is not None else None
+    if v:
+        return (f"cap concurrency at what the cache holds: `{v.change}`" + (f" ({reason})" if reason else "")
+                + (f"; now {now}" if now else ""))
     return "lower `--max-num-seqs` or client concurrency" + (f" (now {now})" if now else "")
+
+
+def more_seqs(sz: Sizing | None, running: float, kv_note: str = "") -> str:
+    """Advice to admit more sequences at the seat limit: the sizing's ``--max-num-seqs``, or why more seats would
+    not help."""
+    v = sz.more_seats if sz is not None else None
+    lead = f"{kv_note}: " if kv_note else ""
+    if v:
+        return f"{lead}raise the seat limit to `{v.change}`: {v.why}"
+    if v is not None and v.why:
+        return f"more seats would not help: {v.why}"
+    return f"{lead}raise `--max-num-seqs` above {running:g} if latency targets allow"
 
 
 _FLAG = re.compile(r"`--([\w-]+)[ =]([\w.]+)`")

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterator
 
 from ..run import Run
+from ..capacity import sizing
 from ..state.config import server_config
 from . import _util as u
 from . import advice
 from .base import Finding, Rule, Severity
 from .registry import register
 
-_V0 = re.compile(r"max seq len \((\d{1,18})\) is larger than the maximum number of tokens that can be stored in KV cache \((\d{1,18})\)")
-_V1 = re.compile(r"max seq len \((\d{1,18})\).*?estimated maximum model length is (\d{1,18})")
 
 
 @register
@@ -48,16 +46,8 @@ class KvCacheTooSmall(Rule):
             main = u.ev(e, "max seq len", "No available memory for the cache blocks")
             blocks = v.of("kv_cache_blocks", "kv_cache_size", "kv_cache_memory", before=e.line)
             f = e.fields
-            max_len = u.num(f.get("max_seq_len"))
-            cap = u.num(f.get("kv_cache_tokens")) or u.num(f.get("estimated_max_model_len"))
-            m0, m1 = _V0.search(e.text), _V1.search(e.text)
-            if m0:
-                max_len, cap = float(m0[1]), float(m0[2])
-            elif m1:
-                max_len, cap = float(m1[1]), float(m1[2])
-            if cap is None and blocks:
-                nb = u.num(blocks[-1].fields.get("num_gpu_blocks"))
-                cap = nb * 16 if nb else None
+            max_len, cap = sizing.context_fit(e, blocks)
+            sz = sizing.for_view(run, v)
             zero = _zero_blocks(e) or (bool(blocks) and _zero_blocks(blocks[-1]))
             if zero and e.kind in ("kv_cache_blocks", "kv_cache_size"):
                 main = u.first(e)
@@ -65,7 +55,7 @@ class KvCacheTooSmall(Rule):
             blocks_av = u.num(f.get("available_blocks"))
             if blocks_av is not None and u.num(f.get("max_num_seqs")):
                 want = int(u.num(f.get("max_num_seqs")) or 0)
-                sugg = int(blocks_av)
+                sugg = int(sz.fewer_seats.value) if sz is not None and sz.fewer_seats else int(blocks_av)
                 msg = (f"--max-num-seqs {want} needs one cache block per running sequence but only {sugg} fit "
                        "(hybrid/Mamba state cache); the engine refuses to start.")
                 rem = (f"Start with `--max-num-seqs {sugg}` (or fewer), or lower `--max-model-len` / raise the memory for "
@@ -74,16 +64,16 @@ class KvCacheTooSmall(Rule):
             elif e.kind == "kv_cache_no_memory" or e.fields.get("exc_kind") == "kv_cache_no_memory" or zero:
                 msg = "No memory is left for any KV-cache block after loading the weights; the engine cannot start."
                 cfg = server_config(v)
-                rem = (advice.more_kv_memory(cfg) + "; or a quantized checkpoint so the weights leave room for the cache, "
+                rem = (advice.more_kv_memory(cfg, sz) + "; or a quantized checkpoint so the weights leave room for the cache, "
                        "or free memory held by other processes.")
                 sugg = None
             else:
-                sugg = int(cap) if cap else None
+                sugg = int(sz.max_model_len.value) if sz is not None and sz.max_model_len else int(cap) if cap else None
                 msg = (f"max model len {u.ints(max_len)} does not fit the KV cache ({u.ints(cap)} tokens); "
                        "the engine refuses to start.")
                 cfg = server_config(v)
                 rem = ((f"Start with `--max-model-len {sugg}` (fits the {u.ints(cap)}-token KV cache), or " if sugg else "Lower `--max-model-len`, or ")
-                       + advice.more_kv_memory(cfg) + ".")
+                       + advice.more_kv_memory(cfg, sz) + ".")
             evid = [main] + ([u.first(blocks[-1])] if blocks else []) + u.startup_failure_lines(v, e.line_end)
             if zero and e.kind in ("kv_cache_blocks", "kv_cache_size"):
                 msg = ("The KV cache got 0 blocks after loading the weights (no memory left for a single block); "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..run import Run
+from ..capacity import sizing
 from ..state.config import server_config
 from . import _util as u
 from . import advice
@@ -133,14 +134,16 @@ class KvCachePressure(Rule):
             floor_run = min(running) if running else None
             cfg = server_config(v)
             rem = []
+            sz = sizing.for_view(run, v)
             if cfg.num_gpu_blocks_override:
-                rem.append(advice.more_kv_memory(cfg))
+                rem.append(advice.more_kv_memory(cfg, sz))
             seats = advice.fewer_seqs(cfg, floor_run if preempting else max(running or [0]) or None,
-                                      f"Running fell to {floor_run} under preemption" if preempting and floor_run else "")
+                                      f"Running fell to {floor_run} under preemption" if preempting and floor_run else "",
+                                      sz)
             if seats:
                 rem.append(seats)
             if not cfg.num_gpu_blocks_override:
-                rem.append(advice.more_kv_memory(cfg) + (f" (KV cache: {u.ints(kv_tokens)} tokens)" if kv_tokens else ""))
+                rem.append(advice.more_kv_memory(cfg, sz) + (f" (KV cache: {u.ints(kv_tokens)} tokens)" if kv_tokens else ""))
             rem.append("shorten `max_tokens` / `--max-model-len`; watch `vllm:num_preemptions_total`")
             first_ev = min([s for s in samples_all], key=lambda s: s.line, default=None)
             yield self.finding(

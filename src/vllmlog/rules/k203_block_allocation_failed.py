@@ -6,6 +6,7 @@ from typing import Any, Iterator
 
 from ..run import Run
 from . import _util as u
+from . import advice
 from .base import Finding, Rule, Severity
 from .registry import register
 
@@ -40,7 +41,17 @@ class BlockAllocationFailed(Rule):
                 evidence=u.dedupe([u.first(e) for e in evs[:5]]), first_seen=evs[0].ts, last_seen=evs[-1].ts,
                 count=len(evs), file=v.file, process=evs[0].process, server=v.index,
                 root_cause="The KV cache ran out of free blocks at run time: admitted sequences outgrew the cache.",
-                remediation="Lower `--max-num-seqs` or client concurrency and `max_tokens`; raise "
-                            "`--gpu-memory-utilization` (e.g. 0.95), add GPUs or use `--kv-cache-dtype fp8`.",
+                remediation=_fix(run, v),
                 data={"requests": len(ids), "peak_kv_cache_usage": kv},
             )
+
+
+def _fix(run: Run, v: Any) -> str:
+    """Fewer sequences and more KV memory, with the sizing's values (``capacity.sizing``)."""
+    from ..capacity import sizing
+    from ..state.config import server_config
+
+    cfg = server_config(v)
+    sz = sizing.for_view(run, v)
+    seats = advice.fewer_seqs(cfg, None, "", sz) or "admit fewer sequences"
+    return f"{seats[0].upper()}{seats[1:]} and lower `max_tokens`; {advice.more_kv_memory(cfg, sz)}."

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..run import Run
+from ..capacity import sizing
 from . import _util as u
+from . import advice
 from .base import Evidence, Finding, Rule, Severity
 from .registry import register
 
@@ -104,8 +106,8 @@ class QueueBacklog(Rule):
             rem = []
             at_cap = pinned_at is not None and (pinned_at >= cap if cap else min(run_vals) == max(run_vals))
             if kv_room and pinned_at and pinned_at > 0 and at_cap:
-                rem.append(f"KV usage ({u.pct(max(kv))}) leaves headroom: raise `--max-num-seqs` above {pinned_at} "
-                           f"(e.g. `--max-num-seqs {int(pinned_at * 1.5)}`) if latency targets allow")
+                rem.append(advice.more_seqs(sizing.for_view(run, v), pinned_at,
+                                            f"KV usage ({u.pct(max(kv))}) leaves headroom"))
             loras = u.num(u.arg(v, "max_loras"))
             if (u.arg(v, "enable_lora") in (True, "True") or loras) and pinned_at is not None and kv and max(kv) < 0.5 \
                     and (cap is None or pinned_at < cap):

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Any, Iterator
 
 from ..run import Run
+from ..capacity import sizing
 from . import _util as u
 from .base import Finding, Rule, Severity
 from .registry import register
 
-_NUMS = re.compile(r"\((?P<free>[\d.]{1,30})/(?P<total>[\d.]{1,30}) GiB\) on startup is less than desired \w+ memory utilization \((?P<util>[\d.]{1,30}), (?P<want>[\d.]{1,30}) GiB\)")
 
 
 @register
@@ -41,11 +39,8 @@ class InsufficientFreeMemory(Rule):
                 continue
             e = evs[0]
             line = u.ev(e, "on startup is less than desired")
-            m = _NUMS.search(e.text)
-            free = total = util = want = None
-            if m:
-                free, total, util, want = (float(m[k]) for k in ("free", "total", "util", "want"))
-            sugg = math.floor((free / total - 0.02) * 100) / 100 if free and total else None
+            free, total, util, want, sugg = sizing.free_memory_fit(e)
+            m = free is not None
             msg = "Start-up aborted: only " + (f"{free:.2f} of {total:.2f} GiB free, but --gpu-memory-utilization {util} "
                                               f"asks for {want:.2f} GiB." if m else "part of the memory is free, less than "
                                               "--gpu-memory-utilization asks for.")

@@ -6,12 +6,12 @@ import re
 from typing import Any, Iterator
 
 from ..run import Run
+from ..capacity import sizing
 from . import _util as u
 from .base import Finding, Rule, Severity
 from .registry import register
 
 _DETAIL = re.compile(r"Value error,|User-specified|: error: |invalid (?:choice|int|float)|must be|is not supported|unrecognized arguments", re.I)
-_MAXLEN = re.compile(r"User-specified max_model_len \((\d{1,18})\) is greater than the derived max_model_len \((\w+)=([\d.]{1,30})")
 
 
 @register
@@ -41,9 +41,9 @@ class InvalidConfig(Rule):
             e = evs[0]
             detail = u.find_line(e, _DETAIL) if e.line != e.line_end else None
             head = u.ev(e)
-            m = _MAXLEN.search(e.text)
+            m = sizing.model_limit(e)
             if m:
-                want, src, limit = int(m[1]), m[2], int(float(m[3]))
+                want, src, limit = m
                 msg = f"--max-model-len {want} is greater than the model's limit ({src}={limit}); the server exits."
                 rem = (f"Use `--max-model-len {limit}` (or drop the flag); only if the model really supports longer "
                        f"context set `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` with rope scaling.")
