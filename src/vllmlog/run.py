@@ -101,6 +101,9 @@ class Run:
     """What the trace input held and how it joined (``TraceStats`` + ``SpanJoiner`` counts); None without traces."""
     journeys_evicted: int = 0
     """Open requests closed as unfinished because the in-flight bound was reached."""
+    prometheus: dict[str, list[Any]] = field(default_factory=dict)
+    """Per-target ``/metrics`` snapshots merged by ``--prometheus`` (``prommetrics.merge``): the histograms the
+    stats samples do not carry (request lengths, time in queue) for ``capacity``."""
 
     @property
     def coverage(self) -> Any:

@@ -66,8 +66,10 @@ def request_numbers(journeys: Sequence[Any]) -> dict[str, Any]:
     return {"requests": rs.requests_dict(), "tokens": rs.tokens_dict(), "latency": rs.latency_dict()}
 
 
-def measure(st: ServiceState, client: Sequence[ClientRecord] = (), numbers: dict[str, Any] | None = None) -> Load:
-    """The load of one server run from its journeys, stats lines and (optionally) the client's records.
+def measure(st: ServiceState, client: Sequence[ClientRecord] = (), numbers: dict[str, Any] | None = None,
+            prom: dict[str, Any] | None = None) -> Load:
+    """The load of one server run from its journeys, stats lines and (optionally) the client's records and the
+    ``/metrics`` histograms (``prom.for_state``).
 
     ``numbers``: ``numbers.compute`` of a run whose journeys are exactly this server run's (not folded again)."""
     ld = Load()
@@ -103,7 +105,7 @@ def measure(st: ServiceState, client: Sequence[ClientRecord] = (), numbers: dict
                             f"Running + Waiting of {len(bx)} busy stats intervals"))
         f.append(Figure("running_max", "Running (peak)", ld.running_max, "req", LOGGED, "stats lines"))
         f.append(Figure("waiting_max", "Waiting (peak)", max(x.waiting for x in xs), "req", LOGGED, "stats lines"))
-    ld.lengths = lengths(st, doc["tokens"], client)
+    ld.lengths = lengths(st, doc["tokens"], client, prom or {})
     L = ld.lengths
     if L.prompt is not None:
         f.append(Figure("prompt_tokens_mean", "prompt length (mean)", L.prompt, "tokens", L.basis, L.source))
@@ -127,6 +129,20 @@ def measure(st: ServiceState, client: Sequence[ClientRecord] = (), numbers: dict
             f.append(Figure("kv_tokens_per_running", "KV tokens per running request (median)", med, "tokens", DERIVED,
                             f"KV usage × {cfg.kv_cache_tokens:,} tokens ÷ Running, {len(per)} busy intervals",
                             tuple(notes)))
+    for role, what in (("request_prompt_tokens", "prompt length"), ("request_generation_tokens", "output length"),
+                       ("queue_time", "time in the queue")):
+        h = (prom or {}).get(role)
+        if h is None:
+            continue
+        unit = "s" if role == "queue_time" else "tokens"
+        if role == "queue_time" and h.mean is not None:
+            f.append(Figure("queue_time_mean", "time in the queue (mean, /metrics)", h.mean, unit, LOGGED,
+                            f"_sum ÷ _count of {h.source}"))
+        for q, v in (("p50", h.p50), ("p95", h.p95)):
+            if v is not None:
+                f.append(Figure(f"{role}_{q}", f"{what} ({q}, /metrics histogram)", v, unit, ESTIMATED,
+                                f"histogram_quantile({0.5 if q == 'p50' else 0.95}) of {h.source}",
+                                ("observations spread evenly within each bucket (Prometheus's interpolation)",)))
     hits = [x.sample.prefix_cache_hit_rate for x in bx if x.sample.prefix_cache_hit_rate is not None]
     if hits:
         f.append(Figure("prefix_cache_hit_rate", "prefix-cache hit rate (median, busy)", describe(hits)["p50"], "%",
@@ -161,9 +177,11 @@ def _buckets(ts: list[datetime], width: float) -> list[tuple[datetime, float]]:
     return [(t0 + timedelta(seconds=i * width), c / width) for i, c in enumerate(counts)]
 
 
-def lengths(st: ServiceState, tok: dict[str, Any], client: Sequence[ClientRecord]) -> Lengths:
-    """Mean prompt/output tokens: the journeys' own counts (logged or traced), else the client's records, else
-    the stats lines' throughput integrated over their intervals ÷ the requests that reached the engine."""
+def lengths(st: ServiceState, tok: dict[str, Any], client: Sequence[ClientRecord],
+            prom: dict[str, Any] | None = None) -> Lengths:
+    """Mean prompt/output tokens: the journeys' own counts (logged or traced), else the client's records, else the
+    ``/metrics`` histograms (``_sum`` ÷ ``_count``), else the stats lines' throughput integrated over their
+    intervals ÷ the requests that reached the engine."""
     L = Lengths()
     mt = [j.max_tokens for j in st.view.journeys if j.max_tokens]
     if mt:
@@ -181,6 +199,13 @@ def lengths(st: ServiceState, tok: dict[str, Any], client: Sequence[ClientRecord
         L.output_p95, L.prompt_p95 = describe(co)["p95"], describe(cp)["p95"]
         L.count = len(co)
         L.basis, L.source = LOGGED, f"the client's usage counts ({len(co)} successful requests)"
+        return L
+    hp, ho = (prom or {}).get("request_prompt_tokens"), (prom or {}).get("request_generation_tokens")
+    if hp is not None and ho is not None and hp.mean is not None and ho.mean is not None:
+        L.prompt, L.output = hp.mean, ho.mean
+        L.prompt_p95, L.output_p95 = hp.p95, ho.p95
+        L.count = int(ho.count)
+        L.basis, L.source = LOGGED, f"/metrics histograms: _sum ÷ _count of {hp.source.split(': ', 1)[1]}"
         return L
     xs = st.intervals
     n = sum(1 for j in st.view.journeys if j.reached_engine or j.status in ("success", "aborted"))

@@ -14,6 +14,7 @@ from .load import Load, busy, measure
 from .model import (Footprint, Throughput, fit_throughput, fits, footprint, measured_footprint, pressure_footprint,
                     running)
 from . import sizing
+from .prom import for_state as prom_for
 from .replicas import Replicas, plan as replica_plan
 from .server import Server, facts
 from .sizing import Sizing
@@ -125,7 +126,7 @@ def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None =
         if not st.lifecycle.serving or not st.intervals:
             why = "never served" if not st.lifecycle.serving else "no stats lines"
             out.skipped.append(f"{st.file} server run {st.index + 1}: {why}")
-            out.startup.append(sizing.of(st))
+            out.startup.append(sizing.of(st, run))
             continue
         states.append(st)
     for st in states:
@@ -134,7 +135,7 @@ def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None =
         peers = [o for o in states if o is not st and _peers(o, st)]
         whole = numbers if numbers is not None and len(states) == 1 and len(st.view.journeys) == len(run.journeys) \
             else None
-        out.servers.append(server_plan(st, slo, target_rate, headroom, _client_for(st, client), peers, whole))
+        out.servers.append(server_plan(st, slo, target_rate, headroom, _client_for(st, client), peers, whole, run))
     out.checks = cross_checks(out.servers, states)
     from .trend import trend
 
@@ -181,10 +182,11 @@ class Core:
 
 
 def core(st: ServiceState, slo: SloTargets, client: Sequence[ClientRecord] = (), peers: Sequence[ServiceState] = (),
-         numbers: dict[str, Any] | None = None) -> Core:
-    """Facts, load, footprint, step-time model, windows and what-ifs of one serving server run."""
+         numbers: dict[str, Any] | None = None, prom: dict[str, Any] | None = None) -> Core:
+    """Facts, load, footprint, step-time model, windows and what-ifs of one serving server run (``prom``: its
+    ``/metrics`` histograms, ``prom.for_state``)."""
     s = facts(st)
-    ld = measure(st, client, numbers)
+    ld = measure(st, client, numbers, prom)
     xs = st.intervals
     tp = fit_throughput(xs)
     if (tp is None or len(tp.batch_sizes) < 2) and peers:
@@ -208,13 +210,14 @@ def core(st: ServiceState, slo: SloTargets, client: Sequence[ClientRecord] = (),
 
 def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroom: float,
                 client: Sequence[ClientRecord] = (), peers: Sequence[ServiceState] = (),
-                numbers: dict[str, Any] | None = None) -> ServerCapacity:
-    """The plan of one serving server run (``peers``: other runs of the same model and device)."""
-    sz = sizing.of(st)
+                numbers: dict[str, Any] | None = None, run: Run | None = None) -> ServerCapacity:
+    """The plan of one serving server run (``peers``: other runs of the same model and device; ``run``: the Run it
+    belongs to, for its ``/metrics`` history)."""
+    sz = sizing.of(st, run)
     lone = sz.core
     pools = bool(peers) and (lone is None or lone.throughput is None or len(lone.throughput.batch_sizes) < 2)
     c = lone if lone is not None and not client and slo == SloTargets() and not pools else \
-        core(st, slo, client, peers, numbers)
+        core(st, slo, client, peers, numbers, prom_for(run, st))
     s, ld, fp, model_fp, tp, ws, bind, wi = (c.facts, c.load, c.footprint, c.model_footprint, c.throughput,
                                              c.windows, c.binding, c.whatifs)
     base = wi[0]

@@ -114,16 +114,20 @@ def gpu_util_up(util: float | None) -> float | None:
     return 0.95 if u < 0.9 else min(0.95, round(u + 0.03, 2))
 
 
-_CACHE: dict[int, tuple[weakref.ref, Sizing]] = {}
+_CACHE: dict[tuple[int, bool], tuple[weakref.ref, Sizing]] = {}
 
 
-def of(st: ServiceState) -> Sizing:
-    """The sizing of one server run (computed once per ``ServiceState``)."""
-    hit = _CACHE.get(id(st))
+def of(st: ServiceState, run: Run | None = None) -> Sizing:
+    """The sizing of one server run (computed once per ``ServiceState``; ``run``: the Run it belongs to, whose
+    ``/metrics`` history, when merged, gives the request lengths the log may lack)."""
+    from .prom import for_state
+
+    prom = for_state(run, st) if run is not None else {}
+    key = (id(st), bool(prom))
+    hit = _CACHE.get(key)
     if hit is not None and hit[0]() is st:
         return hit[1]
-    sz = _compute(st)
-    key = id(st)
+    sz = _compute(st, prom)
     try:
         _CACHE[key] = (weakref.ref(st, lambda _r, k=key: _CACHE.pop(k, None)), sz)
     except TypeError:  # pragma: no cover - a ServiceState is weak-referenceable
@@ -137,7 +141,7 @@ def for_view(run: Run, v: ServerView) -> Sizing | None:
 
     for st in service_states(run):
         if st.view is v or (st.file, st.index) == (v.file, v.index):
-            return of(st)
+            return of(st, run)
     return None
 
 
@@ -187,7 +191,7 @@ def _num(v: Any) -> float | None:
         return None
 
 
-def _compute(st: ServiceState) -> Sizing:
+def _compute(st: ServiceState, prom: dict[str, Any]) -> Sizing:
     from ..numbers import SloTargets
     from .plan import core
     from .server import facts
@@ -196,7 +200,7 @@ def _compute(st: ServiceState) -> Sizing:
     c = None
     if st.lifecycle.serving and st.intervals:
         try:
-            c = core(st, SloTargets())
+            c = core(st, SloTargets(), prom=prom)
         except (ArithmeticError, ValueError) as exc:  # a fix must not be lost to the model: the start-up facts remain
             log.warning("capacity model failed for %s server run %d: %s", st.file, st.index + 1, exc)
     if c is not None:

@@ -43,7 +43,10 @@ def add_history(run: Any, hist: dict[str, list[Any]]) -> int:
     from ..run import ServerRun
 
     added = 0
+    kept = getattr(run, "prometheus", None)
     for target, snaps in hist.items():
+        if kept is not None and snaps:
+            kept.setdefault(target, []).extend(snaps)  # histograms (request lengths, queue time) for capacity
         rows = history_stats_samples(snaps)
         if not rows:
             continue

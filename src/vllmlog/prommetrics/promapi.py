@@ -16,10 +16,10 @@ from .exposition import Sample, Snapshot
 from .rates import counter_increase, gauge_values
 from .report import LATENCY_ROLES, resolve
 
-#: Roles whose series are pulled (enough for `scrape` judging and for a timeline).
+#: Roles whose series are pulled (enough for `scrape` judging, a timeline and capacity's length distributions).
 ROLES: tuple[str, ...] = ("running", "waiting", "swapped", "kv_usage", "prompt_tokens", "generation_tokens",
                           "preemptions", "request_success", "admission_rejections", "http_requests",
-                          *LATENCY_ROLES)
+                          "request_prompt_tokens", "request_generation_tokens", *LATENCY_ROLES)
 
 
 def history_selector() -> str:
