@@ -75,3 +75,41 @@ def test_fleet_trend_over_days_and_when_it_runs_out(tmp_path):
     assert tr.replicas == 2  # two server runs serving at once each day
     assert tr.capacity is not None and tr.capacity.basis == "model"
     assert tr.runs_out is not None and tr.runs_out > tr.points[-1][0]
+
+
+def test_capacity_over_a_fleet_directory(tmp_path, capsys):
+    """`vllmlog capacity DIR`: two replicas, each a daily-rotated log over four days (`replicaN.log-YYYYMMDD`, read
+    as one stream per replica, as `vllmlog fleet` reads them): each replica's throughput within the SLO, the trend of
+    the daily peak and the date it reaches the fleet's capacity."""
+    import json
+    from datetime import datetime
+
+    from vllmlog.cli import main
+
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    for rep in range(2):
+        for day, rate in enumerate((1.0, 1.5, 2.0, 2.5)):
+            c = _config(rate, 240, 10 * rep + day, 16, [Burst(60, 120, rate * 1.5)])
+            c.start = datetime(2026, 11, 20 + day, 9, 0, 0)
+            with open(fleet / f"replica{rep}.log-202611{20 + day}", "w", encoding="utf-8") as fp:
+                simulate(c, fp)
+    (fleet / "notes.csv").write_text("not a log\n")
+    assert main(["capacity", str(fleet), "--json", "--year", "2026"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = {r["replica"]: r for r in doc["fleet"]}
+    assert set(rows) == {"replica0", "replica1"}
+    for name, r in rows.items():
+        assert r["server_runs"] == 4 and r["requests"] > 0
+        runs = [s for s in doc["servers"] if s.get("replica") == name]
+        assert len(runs) == 4  # the four days of one replica, one stream
+        rates = sorted(s["replicas"]["per_replica_rate"]["value"] for s in runs)
+        assert r["slo_rate"] == pytest.approx((rates[1] + rates[2]) / 2)
+        assert r["peak_rate"] < r["slo_rate"]  # the traffic so far fits
+    tr = doc["trend"]
+    assert tr["period"] == "day" and len(tr["points"]) == 4 and tr["replicas"] == 2
+    assert tr["slope_per_day"] > 0 and tr["runs_out"] > tr["points"][-1][0]
+    # the terminal view shows the per-replica table
+    assert main(["capacity", str(fleet), "--year", "2026", "--width", "140"]) == 0
+    out = capsys.readouterr().out
+    assert "Fleet: each replica's throughput within the SLO" in out and "replica1" in out

@@ -65,10 +65,12 @@ class ServerCapacity:
     model_figures: list[Figure] = field(default_factory=list)
     sizing: Sizing | None = None
     """The values the diagnosis's fixes name for this server run (``sizing.of``)."""
+    replica: str | None = None
+    """The fleet replica this run belongs to (``vllmlog capacity DIR``), else None."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "file": self.file, "server": self.server,
+            "file": self.file, "server": self.server, **({"replica": self.replica} if self.replica else {}),
             "has": {f.key: f.to_dict() for f in self.facts.figures},
             "load": {f.key: f.to_dict() for f in self.load.figures},
             "rate_series": {"bucket_s": self.load.bucket_s,
@@ -96,8 +98,12 @@ class CapacityPlan:
     """Server runs left out (never served, no stats lines), with why."""
     trend: Any = None
     """``trend.Trend``: peak rate per day/hour, its trend and when it reaches the fleet's capacity."""
+    fleet: list[Any] = field(default_factory=list)
+    """``fleet.ReplicaCapacity`` per replica when the plan covers several (its throughput within the SLO)."""
     startup: list[Sizing] = field(default_factory=list)
     """Server runs that never served: the values their start-up lines give (the diagnosis's fixes name them)."""
+    replica_names: dict[str, str] = field(default_factory=dict)
+    """File → fleet replica name (``vllmlog capacity DIR``)."""
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -105,7 +111,8 @@ class CapacityPlan:
         return {"slo": asdict(self.slo), "target_rate": self.target_rate,
                 "servers": [s.to_dict() for s in self.servers], "cross_checks": [c.to_dict() for c in self.checks],
                 "skipped": list(self.skipped),
-                "startup": [z.to_dict() for z in self.startup if z.values()], "trend": self.trend.to_dict() if self.trend is not None else None,
+                "startup": [z.to_dict() for z in self.startup if z.values()],
+                "fleet": [r.to_dict() for r in self.fleet], "trend": self.trend.to_dict() if self.trend is not None else None,
                 "bases": {"logged": "a line of the log, a trace or the client's records states it",
                           "derived": "computed exactly from logged values",
                           "estimated": "approximated from logged values",
@@ -114,18 +121,20 @@ class CapacityPlan:
 
 
 def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None = None, headroom: float = 0.1,
-         client: Sequence[ClientRecord] = (), numbers: dict[str, Any] | None = None) -> CapacityPlan:
+         client: Sequence[ClientRecord] = (), numbers: dict[str, Any] | None = None,
+         replica_names: dict[str, str] | None = None) -> CapacityPlan:
     """The capacity plan of ``run``. ``client``: the load generator's records (lengths, latency) when the log lacks
-    them; ``numbers``: ``numbers.compute(run)`` when already computed (used for a run of one server run)."""
+    them; ``numbers``: ``numbers.compute(run)`` when already computed (used for a run of one server run);
+    ``replica_names``: file → replica (a fleet's logs, ``fleet.inputs.discover``), else one replica per file."""
     from ..state import service_states
 
     slo = slo or SloTargets()
-    out = CapacityPlan([], slo, target_rate)
+    out = CapacityPlan([], slo, target_rate, replica_names=dict(replica_names or {}))
     states = []
     for st in service_states(run):
         if not st.lifecycle.serving or not st.intervals:
             why = "never served" if not st.lifecycle.serving else "no stats lines"
-            out.skipped.append(f"{st.file} server run {st.index + 1}: {why}")
+            out.skipped.append(f"{out.replica_names.get(st.file, st.file)} server run {st.index + 1}: {why}")
             out.startup.append(sizing.of(st, run))
             continue
         states.append(st)
@@ -136,10 +145,16 @@ def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None =
         whole = numbers if numbers is not None and len(states) == 1 and len(st.view.journeys) == len(run.journeys) \
             else None
         out.servers.append(server_plan(st, slo, target_rate, headroom, _client_for(st, client), peers, whole, run))
+        out.servers[-1].replica = out.replica_names.get(st.file)
     out.checks = cross_checks(out.servers, states)
     from .trend import trend
 
     out.trend = trend(run, out.servers)
+    from .fleet import replicas
+
+    rows = replicas(out.servers, replica_names)
+    if len(rows) > 1:
+        out.fleet = rows
     return out
 
 
@@ -339,7 +354,7 @@ def _diff(a: Server, b: Server) -> str:
 def _name(sc: ServerCapacity) -> str:
     import os
 
-    return os.path.basename(sc.file) + (f"#{sc.server + 1}" if sc.server else "")
+    return (sc.replica or os.path.basename(sc.file)) + (f"#{sc.server + 1}" if sc.server else "")
 
 
 def advice(s: Server, ld: Load, wi: list[WhatIf], bind: str, tp: Throughput | None,

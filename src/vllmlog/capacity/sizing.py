@@ -249,8 +249,14 @@ def _compute(st: ServiceState, prom: dict[str, Any]) -> Sizing:
             fit = Value("--gpu-memory-utilization", sugg, f"--gpu-memory-utilization {sugg:.2f}",
                         f"fits the {free:.2f} GiB of {total:.2f} GiB free at start-up (asked {util:g})")
         break
+    # more KV memory only where the lines show the cache short (a start-up KV error, 0 blocks, preemption, failed
+    # allocations): a run that died of something else gets no KV advice
+    short = bool(v.of("kv_cache_insufficient", "kv_cache_no_memory", "preemption", "block_allocation_failed")) or any(
+        _num(e.fields.get("num_gpu_blocks" if e.kind == "kv_cache_blocks" else "kv_cache_tokens")) == 0
+        for e in v.of("kv_cache_blocks", "kv_cache_size"))
     return Sizing(st.file, st.index, False, s.seats, st.coverage.max_running, fewer_seats=fewer,
-                  max_model_len=max_len, kv_memory=None if fit else _kv_memory(cfg, {}, s), memory_fit=fit)
+                  max_model_len=max_len, kv_memory=_kv_memory(cfg, {}, s) if short and not fit else None,
+                  memory_fit=fit)
 
 
 def _more_seats(rows: dict[str, Any], s: Any, ld: Any, tp: Any) -> Value:
@@ -323,15 +329,13 @@ def _kv_memory(cfg: ServerConfig, rows: dict[str, Any], s: Any) -> Value | None:
                      f"remove --num-gpu-blocks-override {cfg.num_gpu_blocks_override}",
                      f"it caps the KV cache at {cfg.num_gpu_blocks_override} blocks{toks} whatever memory is free")
     if cfg.cpu:
-        need = None
-        if kv.bytes_per_token and cfg.max_model_len:
-            need = math.ceil(cfg.max_model_len * kv.bytes_per_token / GIB)
-        g = max(need or 0, math.floor(kv.memory_gib) + 1) if kv.memory_gib and need else None
-        if g is not None:
+        need = kv.bytes_per_token * cfg.max_model_len / GIB if kv.bytes_per_token and cfg.max_model_len else None
+        if need is not None and kv.memory_gib and need > kv.memory_gib:
+            g = math.ceil(need)
             return Value("VLLM_CPU_KVCACHE_SPACE", g, f"VLLM_CPU_KVCACHE_SPACE={g}",
                          f"holds one {cfg.max_model_len:,}-token request at {kv.bytes_per_token:,.0f} bytes per KV token "
                          f"(now {kv.memory_gib:g} GiB)")
-        return Value("VLLM_CPU_KVCACHE_SPACE", None, "", "the log states no KV bytes per token to size it from"
+        return Value("VLLM_CPU_KVCACHE_SPACE", None, "", "no load in the log to size it from"
                      + (f" (now {kv.memory_gib:g} GiB)" if kv.memory_gib else ""))
     u = cfg.gpu_memory_utilization
     u2 = gpu_util_up(u)

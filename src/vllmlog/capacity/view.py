@@ -64,7 +64,7 @@ class ServerView:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
         sc = self.sc
-        name = os.path.basename(sc.file) + (f" (server run {sc.server + 1})" if sc.server else "")
+        name = (sc.replica or os.path.basename(sc.file)) + (f" (server run {sc.server + 1})" if sc.server else "")
         yield Text(f"══ {name}", style="bold")
         notes: list[str] = []
         yield _figures("What the server has", sc.facts.figures, notes)
@@ -165,6 +165,23 @@ class PlanView:
             yield Text("Checks across runs of the same model and device", style="bold")
             for c in p.checks:
                 yield _check_line(c)
+        if p.fleet:
+            yield Text("")
+            t = Table(title="Fleet: each replica's throughput within the SLO", title_justify="left", title_style="bold",
+                      header_style="dim", box=None, pad_edge=False, expand=True)
+            for c, j in (("replica", "left"), ("runs", "right"), ("bound by", "left"), ("SLO req/s", "right"),
+                         ("saturation req/s", "right"), ("peak req/s", "right"), ("peak ÷ SLO", "right"),
+                         ("requests", "right")):
+                t.add_column(c, justify=j, no_wrap=c != "replica", ratio=3 if c == "replica" else None)
+            for r in p.fleet:
+                share = r.load_share
+                t.add_row(escape(r.name), str(r.server_runs), _LIMIT.get(r.binding, r.binding), fmt_value(r.slo_rate),
+                          fmt_value(r.saturation_rate), fmt_value(r.peak_rate),
+                          Text(f"{share:.0%}", style="red" if share > 1 else "") if share is not None else "–",
+                          f"{r.requests:,}")
+            yield t
+            yield Text("  SLO req/s: the rate one replica sustains within the SLO (model, see each run's Replicas); "
+                       "peak: its busiest bucket of arrivals (logged)", style="dim")
         tr = p.trend
         if tr is not None:
             yield Text("")
@@ -180,7 +197,7 @@ class PlanView:
             yield Text(f"skipped {s}", style="dim")
         for z in p.startup:
             if z.values():
-                yield Text(f"Sizing of {os.path.basename(z.file)} server run {z.server + 1} (from its start-up lines: no "
+                yield Text(f"Sizing of {p.replica_names.get(z.file) or os.path.basename(z.file)} server run {z.server + 1} (from its start-up lines: no "
                            "capacity model without stats lines)", style="bold")
                 for a in z.lines():
                     yield Text(f"  • {a}", style="dim" if a.startswith("no `") else "")

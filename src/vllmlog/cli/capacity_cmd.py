@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+import os
 import sys
+from contextlib import ExitStack
 from typing import Optional
 
 import typer
@@ -63,16 +65,45 @@ def capacity_cmd(
     width: OptInt = typer.Option(None, "--width", help="Render at this many columns."),
 ) -> None:
     """Capacity and tuning from the logs: what the server has, what the load needs, which limit binds and when,
-    what-ifs over --max-num-seqs / KV cache size / fp8 / --max-model-len / prefix caching, replicas for a target."""
-    from ..capacity import plan
-    from ..capacity.view import PlanView
-    from ..run import load
+    what-ifs over --max-num-seqs / KV cache size / fp8 / --max-model-len / prefix caching, replicas for a target.
+    A directory or glob reads a fleet (one log, or rotated pieces, per replica): each replica's throughput within
+    the SLO, the trend of the peak rate over days and when it reaches the fleet's capacity."""
 
     if not 0 <= headroom < 0.9:
         raise ConfigError(f"--headroom {headroom:g} is out of range", hint="use a share between 0 and 0.9, e.g. 0.2")
     if target_rate is not None and target_rate <= 0:
         raise ConfigError("--target-rate must be > 0")
     targets = parse_slo(slo)
+    with ExitStack() as stack:
+        logs, names = _fleet_inputs(logs, stack)
+        _plan_and_show(logs, names, year, traces, prometheus, since, client, targets, target_rate, headroom,
+                       json_out, width)
+
+
+def _fleet_inputs(logs: list[str], stack: ExitStack) -> tuple[list[str], dict[str, str] | None]:
+    """A directory or glob among the arguments: a fleet's logs, one replica per log (rotated pieces of one replica
+    read as one stream, as ``vllmlog fleet`` reads them), named as ``fleet`` names them."""
+    if not any(a != "-" and (os.path.isdir(a) or any(c in a for c in "*?[")) for a in logs):
+        return logs, None
+    from ..fleet.inputs import discover
+    from ..fleet.mapper import stream_of
+
+    paths: list[str] = []
+    names: dict[str, str] = {}
+    for spec in discover(logs).replicas:
+        local, _pieces, _problems = stack.enter_context(stream_of(spec.name, spec.paths))
+        for p in local:
+            paths.append(p)
+            names[p] = spec.name
+    return paths, names
+
+
+def _plan_and_show(logs, names, year, traces, prometheus, since, client, targets, target_rate, headroom, json_out,
+                   width) -> None:
+    from ..capacity import plan
+    from ..capacity.view import PlanView
+    from ..run import load
+
     with progress_bar(logs) as prog:
         run = load(logs, year=year, progress=prog, traces=traces)
     merge_prometheus_opt(run, prometheus, since)
@@ -83,7 +114,8 @@ def capacity_cmd(
         recs = read_client(client)
     from ..numbers import compute
 
-    p = plan(run, slo=targets, target_rate=target_rate, headroom=headroom, client=recs, numbers=compute(run, slo=targets) if len(run.servers) == 1 else None)
+    p = plan(run, slo=targets, target_rate=target_rate, headroom=headroom, client=recs,
+             numbers=compute(run, slo=targets) if len(run.servers) == 1 else None, replica_names=names)
     if json_out:
         import orjson
 
