@@ -66,16 +66,29 @@ def request_numbers(journeys: Sequence[Any]) -> dict[str, Any]:
     return {"requests": rs.requests_dict(), "tokens": rs.tokens_dict(), "latency": rs.latency_dict()}
 
 
+def token_numbers(journeys: Sequence[Any]) -> dict[str, Any]:
+    """``requests`` and ``tokens`` only (no latency, no rate): what the what-ifs read, without folding every
+    latency of every journey (the diagnosis's ``sizing`` runs on every ``diagnose``)."""
+    p = [j.prompt_tokens for j in journeys if j.prompt_tokens is not None]
+    o = [j.output_tokens for j in journeys if j.output_tokens is not None]
+    none = describe([])
+    return {"requests": {"total": len(journeys), "rate": {"per_s": None}},
+            "tokens": {"prompt_total": int(math.fsum(p)), "output_total": int(math.fsum(o)), "prompt": describe(p),
+                       "output": describe(o)},
+            "latency": {"e2e_s": none, "ttft_s": none}}
+
+
 def measure(st: ServiceState, client: Sequence[ClientRecord] = (), numbers: dict[str, Any] | None = None,
-            prom: dict[str, Any] | None = None) -> Load:
+            prom: dict[str, Any] | None = None, *, light: bool = False) -> Load:
     """The load of one server run from its journeys, stats lines and (optionally) the client's records and the
     ``/metrics`` histograms (``prom.for_state``).
 
-    ``numbers``: ``numbers.compute`` of a run whose journeys are exactly this server run's (not folded again)."""
+    ``numbers``: ``numbers.compute`` of a run whose journeys are exactly this server run's (not folded again);
+    ``light``: request lengths only (no latency or rate figures), as ``sizing`` needs them."""
     ld = Load()
     cfg = st.config
     journeys = st.view.journeys
-    doc = numbers if numbers is not None else request_numbers(journeys)
+    doc = numbers if numbers is not None else token_numbers(journeys) if light else request_numbers(journeys)
     ld.requests = doc["requests"]["total"]
     rate = doc["requests"]["rate"]
     ld.rate_per_s = rate["per_s"]

@@ -197,11 +197,12 @@ class Core:
 
 
 def core(st: ServiceState, slo: SloTargets, client: Sequence[ClientRecord] = (), peers: Sequence[ServiceState] = (),
-         numbers: dict[str, Any] | None = None, prom: dict[str, Any] | None = None) -> Core:
+         numbers: dict[str, Any] | None = None, prom: dict[str, Any] | None = None, *, light: bool = False) -> Core:
     """Facts, load, footprint, step-time model, windows and what-ifs of one serving server run (``prom``: its
-    ``/metrics`` histograms, ``prom.for_state``)."""
+    ``/metrics`` histograms, ``prom.for_state``; ``light``: the load without latency and rate figures — the
+    what-ifs are the same)."""
     s = facts(st)
-    ld = measure(st, client, numbers, prom)
+    ld = measure(st, client, numbers, prom, light=light)
     xs = st.intervals
     tp = fit_throughput(xs)
     if (tp is None or len(tp.batch_sizes) < 2) and peers:
@@ -229,10 +230,7 @@ def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroo
     """The plan of one serving server run (``peers``: other runs of the same model and device; ``run``: the Run it
     belongs to, for its ``/metrics`` history)."""
     sz = sizing.of(st, run)
-    lone = sz.core
-    pools = bool(peers) and (lone is None or lone.throughput is None or len(lone.throughput.batch_sizes) < 2)
-    c = lone if lone is not None and not client and slo == SloTargets() and not pools else \
-        core(st, slo, client, peers, numbers, prom_for(run, st))
+    c = core(st, slo, client, peers, numbers, prom_for(run, st))
     s, ld, fp, model_fp, tp, ws, bind, wi = (c.facts, c.load, c.footprint, c.model_footprint, c.throughput,
                                              c.windows, c.binding, c.whatifs)
     base = wi[0]

@@ -84,7 +84,7 @@ class Sizing:
     memory_fit: Value | None = None
     """The ``--gpu-memory-utilization`` that fits the memory free at start-up (a start-up failure)."""
     core: Any = field(default=None, repr=False, compare=False)
-    """``plan.Core`` the values came from (a serving run): the plan reuses it when given nothing else."""
+    """``plan.Core`` the values came from (a serving run; its load without latency and rate figures)."""
 
     def values(self) -> list[Value]:
         return [v for v in (self.more_seats, self.fewer_seats, self.kv_memory, self.max_model_len, self.memory_fit)
@@ -200,7 +200,7 @@ def _compute(st: ServiceState, prom: dict[str, Any]) -> Sizing:
     c = None
     if st.lifecycle.serving and st.intervals:
         try:
-            c = core(st, SloTargets(), prom=prom)
+            c = core(st, SloTargets(), prom=prom, light=True)
         except (ArithmeticError, ValueError) as exc:  # a fix must not be lost to the model: the start-up facts remain
             log.warning("capacity model failed for %s server run %d: %s", st.file, st.index + 1, exc)
     if c is not None:
