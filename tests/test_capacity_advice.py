@@ -121,3 +121,24 @@ def test_cpu_backend_names_its_kv_space_and_the_override() -> None:
     assert sz.fewer_seats.value == 5 and sz.more_seats.value is None
     fixes = [f for i in run_diagnosis(run).incidents for f in i.fixes]
     assert not any("gpu-memory-utilization" in f for f in fixes)
+
+
+def test_cpu_kv_pressure_names_the_kv_space_capacity_computes(tmp_path: Path) -> None:
+    """Run 03 as if its 2,048-token cache came from a 4 MiB VLLM_CPU_KVCACHE_SPACE instead of the block override:
+    K202's fix and the plan name the same VLLM_CPU_KVCACHE_SPACE (never --gpu-memory-utilization on CPU)."""
+    src = (DATA / "corpus" / "vllm-cpu" / "03-kv-cache-pressure-preemption.log").read_text()
+    lines = [ln for ln in src.splitlines(keepends=True) if "Overriding num_gpu_blocks" not in ln]
+    text = "".join(lines).replace("'num_gpu_blocks_override': 16, ", "").replace(
+        "Explicitly set (1.0/13.09) GiB", "Explicitly set (0.00390625/13.09) GiB")
+    log = tmp_path / "03-small-kv-space.log"
+    log.write_text(text)
+    run = load(str(log), year=2026)
+    st = service_states(run)[0]
+    assert st.config.cpu and not st.config.num_gpu_blocks_override
+    sz = sizing.of(st)
+    assert sz.kv_memory.flag == "VLLM_CPU_KVCACHE_SPACE" and sz.kv_memory.value == 1
+    fixes = [f for i in run_diagnosis(run).incidents for f in i.fixes]
+    assert any("`VLLM_CPU_KVCACHE_SPACE=1`" in f for f in fixes), fixes
+    assert not any("gpu-memory-utilization" in f for f in fixes)
+    text = "\n".join(plan(run).servers[0].advice)
+    assert "`VLLM_CPU_KVCACHE_SPACE=1`" in text and "`--max-num-seqs 5`" in text

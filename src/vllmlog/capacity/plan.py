@@ -411,4 +411,4 @@ def advice(s: Server, ld: Load, wi: list[WhatIf], bind: str, tp: Throughput | No
 def _kv_line(v: sizing.Value) -> str:
     if v.flag == "--num-gpu-blocks-override":
         return f"remove `--num-gpu-blocks-override {v.value}`: {v.why}"
-    return f"give the KV cache more memory: `{v.change}` ({v.why})"
+    return f"give the KV cache more memory: `{v.change}`: {v.why}"
