@@ -13,9 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..prommetrics.rates import bucket_deltas, counter_increase, histogram_quantile
-from ..prommetrics.report import resolve
-
 if TYPE_CHECKING:  # pragma: no cover
     from ..prommetrics.exposition import Snapshot
     from ..run import Run
@@ -56,6 +53,9 @@ def distributions(snaps: Sequence[Snapshot], target: str = "", start: float | No
                   end: float | None = None) -> dict[str, Histo]:
     """The histograms' increase from the last snapshot at or before ``start`` (else the first after it) to the last
     at or before ``end`` (epochs; None: the whole history)."""
+    from ..prommetrics.rates import bucket_deltas, counter_increase, histogram_quantile
+    from ..prommetrics.report import resolve
+
     xs = sorted(snaps, key=lambda s: s.time)
     if start is not None:
         before = [s for s in xs if s.time <= start]
