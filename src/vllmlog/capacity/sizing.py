@@ -203,14 +203,23 @@ def _compute(st: ServiceState, prom: dict[str, Any]) -> Sizing:
             c = core(st, SloTargets(), prom=prom, light=True)
         except (ArithmeticError, ValueError) as exc:  # a fix must not be lost to the model: the start-up facts remain
             log.warning("capacity model failed for %s server run %d: %s", st.file, st.index + 1, exc)
+    start = _startup(st, c.facts if c is not None else facts(st))
     if c is not None:
         rows = {w.key: w for w in c.whatifs}
         s, ld = c.facts, c.load
+        # a server run that served after a start-up error (a retry inside one run): the start-up values stay
         return Sizing(st.file, st.index, True, s.seats, ld.running_max,
                       more_seats=_more_seats(rows, s, ld, c.throughput),
-                      fewer_seats=_fewer_seats(rows, s, ld, c.footprint),
-                      kv_memory=_kv_memory(st.config, rows, s), core=c)
-    s = facts(st)
+                      fewer_seats=start.fewer_seats or _fewer_seats(rows, s, ld, c.footprint),
+                      kv_memory=_kv_memory(st.config, rows, s), max_model_len=start.max_model_len,
+                      memory_fit=start.memory_fit, core=c)
+    return start
+
+
+def _startup(st: ServiceState, s: Any) -> Sizing:
+    """The values a server run's start-up lines give: the context the KV cache holds, a hybrid model's state-cache
+    blocks, the model's own length limit, the utilisation that fits the free memory."""
+    v = st.view
     cfg = st.config
     fewer = None
     max_len = None
