@@ -61,7 +61,7 @@ def test_no_fewer_seats_while_one_request_runs() -> None:
 
     sz = Sizing("x.log", 0, True, 8, 10, fewer_seats=Value("--max-num-seqs", 6, "--max-num-seqs 6", "what it holds"))
     assert advice.fewer_seqs(ServerConfig(max_num_seqs=8), 10, "", sz) == \
-        "cap concurrency at what the cache holds: `--max-num-seqs 6`; now 8"
+        "cap concurrency at what the cache holds: `--max-num-seqs 6` (now 8)"
     assert advice.fewer_seqs(ServerConfig(max_num_seqs=8), 10, "", Sizing("x.log", 0, True, 8, 1)) is None
 
 

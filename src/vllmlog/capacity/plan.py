@@ -370,7 +370,9 @@ def advice(s: Server, ld: Load, wi: list[WhatIf], bind: str, tp: Throughput | No
     if bind == "max_num_seqs":
         w = by.get("max_num_seqs")
         if more:
-            txt = f"`{more.change}` (now {s.seats}): lets the {ld.demand_peak} offered requests run at once"
+            n = f"{w.running:,.0f} of the {ld.demand_peak}" if w is not None and w.running is not None \
+                and w.running < ld.demand_peak else f"the {ld.demand_peak}"
+            txt = f"`{more.change}` (now {s.seats}): lets {n} offered requests run at once"
             if w is not None and w.fits:
                 txt += f"; the KV cache holds {w.fits:,.0f} of this mix"
             if w is not None and w.note:

@@ -274,9 +274,11 @@ def _more_seats(rows: dict[str, Any], s: Any, ld: Any, tp: Any) -> Value:
     w = rows.get("max_num_seqs")
     now = s.seats
     if w is not None and w.proposed:
-        why = (f"lets {w.running:,.0f} of the {ld.demand_peak} offered requests run at once (now {now})"
-               + (f"; the KV cache holds {w.fits:,.0f} of this mix" if w.fits else "")
-               + (f"; {w.note}" if w.note else ""))
+        # one clause (a fix is split into items at '; ')
+        who = f"all {ld.demand_peak}" if w.running >= ld.demand_peak else f"{w.running:,.0f} of the {ld.demand_peak}"
+        why = (f"lets {who} offered requests run at once (now {now}"
+               + (f", the KV cache holds {w.fits:,.0f} of this mix" if w.fits else "") + ")"
+               + (f" — {w.note.replace('; ', ', ')}" if w.note else ""))
         return Value("--max-num-seqs", w.seats, w.change, why)
     if w is not None:
         return Value("--max-num-seqs", None, "", w.note)

@@ -57,8 +57,8 @@ def fewer_seqs(cfg: ServerConfig | None, running: float | None, reason: str = ""
     now = cfg.max_num_seqs if cfg is not None else None
     v = sz.fewer_seats if sz is not None else None
     if v:
-        return (f"cap concurrency at what the cache holds: `{v.change}`" + (f" ({reason})" if reason else "")
-                + (f"; now {now}" if now else ""))
+        paren = ", ".join(x for x in (reason, f"now {now}" if now else "") if x)
+        return f"cap concurrency at what the cache holds: `{v.change}`" + (f" ({paren})" if paren else "")
     return "lower `--max-num-seqs` or client concurrency" + (f" (now {now})" if now else "")
 
 
