@@ -83,7 +83,9 @@ def capacity_cmd(
 def _fleet_inputs(logs: list[str], stack: ExitStack) -> tuple[list[str], dict[str, str] | None]:
     """A directory or glob among the arguments: a fleet's logs, one replica per log (rotated pieces of one replica
     read as one stream, as ``vllmlog fleet`` reads them), named as ``fleet`` names them."""
-    if not any(a != "-" and (os.path.isdir(a) or any(c in a for c in "*?[")) for a in logs):
+    # a path that exists is itself (a log named 'x[1].log' is no glob)
+    if not any(a != "-" and (os.path.isdir(a) or (not os.path.exists(a) and any(c in a for c in "*?[")))
+               for a in logs):
         return logs, None
     from ..fleet.inputs import discover
     from ..fleet.mapper import stream_of
