@@ -1,4 +1,4 @@
-"""Blind batches as regression (docs/diagnosis-accuracy.md): every case of tests/data/blind/blind4–9 through the
+"""Blind batches as regression (docs/diagnosis-accuracy.md): every case of tests/data/blind/blind4–11 through the
 diagnosis `vllmlog diagnose --json` prints (in process, to keep the suite fast), judged as bench/score_diagnosis.py
 judges it in its lenient form — the first incident at warning or above has the
 labelled (or an accepted) category; a healthy control has none. The misses still open are strict xfails naming
@@ -21,6 +21,25 @@ CASES = sorted(p for p in BLIND.glob("blind*/*.json"))
 OPEN = {
     "blind7/19-v1-tp2-enforce-eager-1p5b-one-request-at-a-time-slow": "no device floor for a lone request's decode speed",
     "blind8/15-v1-proxy-client-disconnect-silent-abort": "a silent client disconnect (no abort logged)",
+    "blind10/01-tpu-gptoss-resource-exhausted-startup": "XLA RESOURCE_EXHAUSTED at start-up is not read as out of memory",
+    "blind10/04-ascend-mineru-npu-oom-after-long-load": "NPU out of memory while serving not read as a runtime OOM",
+    "blind10/06-xpu-tp2-battlemage-pagefault-shm-hang": "one rank's device fault with the peer waiting: a hang, not a death",
+    "blind10/07-ascend-pd-1m-proxy-timeout-prefill-force-freed": "a disaggregated-prefill proxy timeout not found",
+    "blind10/10-lora-rank-64-exceeds-max-lora-rank-16": "LoRA rank above --max-lora-rank is a config error",
+    "blind10/11-pd-decode-pod-no-kvconnector-recomputes-prefill": "kv_transfer_params without a KV connector",
+    "blind10/12-eagle3-drafter-load-fails-gptoss-tp2": "a speculative drafter that fails to load",
+    "blind10/18-tpu-v5e-16k-context-smem-resource-exhausted": "XLA RESOURCE_EXHAUSTED at start-up is not read as out of memory",
+    "blind10/23-llava16-three-images-prompt-too-long-offline": "an offline prompt-too-long ValueError read as an engine failure",
+    "blind10/29-healthy-v033-1k-burst-queues-and-drains": "a benchmark's 1000-request burst that drains steadily is a backlog",
+    "blind11/02-verl-rollout-oom-after-steps": "an OOM after many rollout steps read as a start-up OOM",
+    "blind11/03-verl-wakeup-cumem-oom": "a sleep-mode wake-up cuMemCreate OOM not found",
+    "blind11/09-verl-32b-rollout-silent-hang": "stats that shrink then stop in an SPMD rollout",
+    "blind11/10-verl-v1-rollout-hang": "a rollout that stops after one prompt",
+    "blind11/18-raydata-runai-local-dir": "runai_streamer given a local directory",
+    "blind11/21-arena-hard-long-gen-timeout": "a client timeout on runaway generations named as KV pressure",
+    "blind11/22-agent-proxy-readtimeout-aborts": "a proxy's read-timeout aborts named as KV pressure",
+    "blind11/26-gpustack-gptoss20b-a100-saturated": "a request-rate-inf benchmark's deep queue is a backlog",
+    "blind11/30-json-tp4-loadtest-restart": "a concurrency sweep with restarts is a backlog",
 }
 
 
