@@ -30,7 +30,6 @@ OPEN = {
     "blind10/12-eagle3-drafter-load-fails-gptoss-tp2": "a speculative drafter that fails to load",
     "blind10/18-tpu-v5e-16k-context-smem-resource-exhausted": "XLA RESOURCE_EXHAUSTED at start-up is not read as out of memory",
     "blind10/23-llava16-three-images-prompt-too-long-offline": "an offline prompt-too-long ValueError read as an engine failure",
-    "blind10/29-healthy-v033-1k-burst-queues-and-drains": "a benchmark's 1000-request burst that drains steadily is a backlog",
     "blind11/02-verl-rollout-oom-after-steps": "an OOM after many rollout steps read as a start-up OOM",
     "blind11/03-verl-wakeup-cumem-oom": "a sleep-mode wake-up cuMemCreate OOM not found",
     "blind11/09-verl-32b-rollout-silent-hang": "stats that shrink then stop in an SPMD rollout",
@@ -38,8 +37,6 @@ OPEN = {
     "blind11/18-raydata-runai-local-dir": "runai_streamer given a local directory",
     "blind11/21-arena-hard-long-gen-timeout": "a client timeout on runaway generations named as KV pressure",
     "blind11/22-agent-proxy-readtimeout-aborts": "a proxy's read-timeout aborts named as KV pressure",
-    "blind11/26-gpustack-gptoss20b-a100-saturated": "a request-rate-inf benchmark's deep queue is a backlog",
-    "blind11/30-json-tp4-loadtest-restart": "a concurrency sweep with restarts is a backlog",
 }
 
 

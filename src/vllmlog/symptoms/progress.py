@@ -172,15 +172,20 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             deep_s = sum(x.dt_s for x in deep)  # time, not a count of stats lines (the interval is a setting)
             cut = nxt is None and (st.lifecycle.restarted or not st.lifecycle.shutdown_ts and _ended_badly(st))
             drain_s = _drain_time(run_, nxt)
+            stopped = nxt is None and st.lifecycle.shutdown_ts is not None and not _ended_badly(st)  # stopped on request
             if (len(deep) >= 2 or deep_s >= DEEP_QUEUE_S) and (not falling or cut):
                 pass  # several service times of queue; not drained before the server run ended (killed, restarted)
-            elif drained and not growing and max(w) <= min(x.running for x in run_):
-                continue  # a queue that never outgrew the running batch, did not grow and drained: each waiter waited
+            elif (drained or stopped or (nxt is None and _closed_loop(run_))) and not growing \
+                    and max(w) <= min(x.running for x in run_):
+                continue  # a queue that never outgrew the running batch, did not grow and drained (or was still there,
+                # as steady, when the server was stopped, or at the log's end when Running + Waiting stayed constant:
+                # closed-loop clients at a fixed concurrency a little over the seat limit): each waiter waited
                 # less than one turn of the batch, however long the engine stayed full (healthy, saturated) — how long
                 # the queue existed is not how long anyone waited in it
-            elif drain_s is not None and (drain_s >= 10 * QUEUE_S or (
+            elif drain_s is not None and ((drain_s >= 10 * QUEUE_S and not (falling and drained)) or (
                     drain_s >= 4 * QUEUE_S and _seat_bound(run_) and max(w) > min(x.running for x in run_))):
-                pass  # falling, but so slowly that the last requests wait many minutes — or minutes behind a seat
+                pass  # falling, but so slowly that the last requests wait many minutes (a queue that only fell until it
+                # drained is one burst served at capacity, however long: healthy, saturated) — or minutes behind a seat
                 # limit that leaves the KV cache nearly empty (the configuration, not the hardware, makes them wait) with
                 # more waiting than running, so each waiter waits more than one turn of the batch
             elif dur < QUEUE_S:
@@ -218,6 +223,13 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                       f"{max(len(long_q), len(hb))} requests queued longer than {QUEUE_S:.0f} s.",
                       onset=ts[0] if ts else None, end=ts[-1] if ts else None, evidence=u.dedupe(evid),
                       data={"long_queue_requests": len(long_q), "wait_lines": len(hb)})
+
+
+def _closed_loop(run_: list[Interval]) -> bool:
+    """Running + Waiting constant over the stretch (within 2 %): a fixed number of clients, each sending its next
+    request when the last one ends (a load test at a set concurrency) — the queue cannot grow."""
+    tot = [x.running + x.waiting for x in run_]
+    return len(tot) >= 3 and max(tot) - min(tot) <= max(1, 0.02 * max(tot))
 
 
 def _seat_bound(run_: list[Interval]) -> bool:
@@ -259,13 +271,15 @@ def thrashing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     silent = _silent(st)
     collapse = _kv_full_collapse(st)
     silent += [(x, 0) for x in collapse if all(x is not y for y, _ in silent)]
+    recompute = _recompute_hits(st)
+    silent += [(x, 0) for x in recompute if all(x is not y for y, _ in silent)]
     n_silent = sum(d for _, d in silent)
     silent = [x for x, _ in silent]
     jpre = [j for j in v.journeys if j.preemptions]
     count = max(len(pre), cum, sum(x.preemptions for x in field), n_silent, sum(j.preemptions for j in jpre))
     if not (pre or field or silent or jpre):
         return
-    sustained = count >= 2 or len(field) >= 2 or len(silent) >= 2 or len(collapse) >= 3
+    sustained = count >= 2 or len(field) >= 2 or len(silent) >= 2 or len(collapse) >= 3 or len(recompute) >= 3
     sev = Severity.WARNING if sustained else Severity.INFO
     times = sorted([e.ts for e in pre if e.ts] + [x.ts for x in field + silent if x.ts])
     evid = [u.first(e) for e in pre[:4]] + _ev(field, 4) + _ev(silent, 4)
@@ -281,6 +295,10 @@ def thrashing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     if collapse:
         how.append(f"generation throughput collapsed at a full KV cache with requests waiting ({len(collapse)} stats "
                    "intervals below 60 % of the same load before the cache filled): the batch thrashes")
+    if recompute:
+        rr = [x.sample.prefix_cache_hit_rate or 0 for x in recompute]
+        how.append(f"the prefix-cache hit rate climbed from 0 to {u.pct(max(rr))} only after the KV cache filled "
+                   f"({len(recompute)} stats intervals): preempted requests' prompts were recomputed")
     if jpre and not how:
         how.append(f"{len(jpre)} requests preempted")
     kv = [x.kv for x in xs if x.kv is not None]
@@ -340,6 +358,24 @@ def _sorted_median(c: list[float]) -> float:
     """``statistics.median`` of an already sorted list."""
     n = len(c)
     return c[n // 2] if n % 2 == 1 else (c[n // 2 - 1] + c[n // 2]) / 2
+
+
+def _recompute_hits(st: ServiceState) -> list[Interval]:
+    """Intervals where V1's prefix-cache hit rate climbs only once the KV cache is full: with no hit at all while the
+    cache had room (≥ 2 intervals at ≤ 1 %, a workload without shared prefixes), hits that appear at a full cache
+    with requests waiting are the preempted requests' own prompts being recomputed (vLLM counts a recompute's cached
+    blocks as prefix hits) — preemption that V1 does not log. The rate must rise by ≥ 10 points."""
+    out: list[Interval] = []
+    for xs in st.engines.values():
+        rates = [(x, x.sample.prefix_cache_hit_rate) for x in xs if x.sample.prefix_cache_hit_rate is not None]
+        first_full = next((i for i, (x, _) in enumerate(rates) if (x.kv or 0) >= 0.9), len(rates))
+        before = [r for x, r in rates[:first_full] if x.busy]
+        if len(before) < 2 or max(before) > 0.01:
+            continue
+        full = [(x, r) for x, r in rates if (x.kv or 0) >= 0.9 and x.waiting > 0]
+        if len(full) >= 3 and full[-1][1] - min(before) >= 0.10:
+            out += [x for x, r in full if r > 0.01]
+    return out
 
 
 def _kv_full_collapse(st: ServiceState) -> list[Interval]:
