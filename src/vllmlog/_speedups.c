@@ -550,6 +550,7 @@ static int analyze_line(const char *s, Py_ssize_t n, int year, LI *li, int valid
         /* vLLM's process tag: ^\(([^()]*?\bpid=\d+[^()]*)\)\s? */
         const char *q = s + 1;
         while (q < end && *q != ')' && *q != '(') q++;
+        if (q < end && *q == '(') return L_BAIL;  /* a Ray actor's tag with parentheses of its own (envelope.RAY_ACTOR) */
         if (q < end && *q == ')') {
             int ok = 0;
             for (const char *k = s + 1; k + 4 < q && !ok; k++) {

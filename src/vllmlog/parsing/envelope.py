@@ -20,6 +20,9 @@ JOURNAL = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.-]+ (
 K8S_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) ")
 # (APIServer pid=1), (VllmWorker rank=0 pid=7), (RayWorkerWrapper pid=9, ip=10.0.0.2)
 PROC = re.compile(r"^\(([^()]*?\bpid=\d+[^()]*)\)\s?")
+#: Ray's actor tag around a vLLM line, the actor's name with parentheses of its own:
+#: "(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=162837) (Worker pid=186718) ERROR …" — the inner tag is vLLM's.
+RAY_ACTOR = re.compile(r"^\(((?:[^()]|\((?:[^()]|\([^()]{0,200}\)){0,200}\)){0,400}?\bpid=\d+[^()]{0,200})\)\s?")
 # torch.distributed's per-rank stderr prefix on Python output: "[rank0]: Traceback …" (a colon and a space; the
 # C++ log lines "[rank0]:[E1110 …] …" have no space and keep their prefix, their patterns read it)
 TORCH_RANK = re.compile(r"^\[rank(\d+)\]:(?: |$)")  # an empty line of the stream may have lost its space

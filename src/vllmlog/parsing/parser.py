@@ -19,7 +19,7 @@ from ..model import Event
 from . import engine, failures, handbook, raw, requests, runtime, startup, uvicorn  # noqa: F401  (register patterns)
 from . import fast
 from .fields import dumps_safe
-from .envelope import (ANSI, CONSOLE, DOCKER, EXC_LINE, FASTCHAT, LOGURU, JOURNAL, K8S_PREFIX, K8S_TS, PROC, PYLOG, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM,
+from .envelope import (ANSI, RAY_ACTOR, CONSOLE, DOCKER, EXC_LINE, FASTCHAT, LOGURU, JOURNAL, K8S_PREFIX, K8S_TS, PROC, PYLOG, RAY_REPEAT, TORCH_RANK, UVICORN, VLLM,
                        is_tb_continuation)
 from .registry import MESSAGES, RAW, LinePattern
 from .templates import template
@@ -390,11 +390,17 @@ class LineParser:
                     c0 = s[:1]
             process = None
             if c0 == "(":
-                m = PROC.match(s)
+                m = PROC.match(s) or RAY_ACTOR.match(s)
                 if m:
                     process = m.group(1)
                     s = s[m.end():]
                     c0 = s[:1]
+                    if c0 == "(":  # a Ray actor's tag, then vLLM's own: the inner one names the process
+                        m = PROC.match(s)
+                        if m:
+                            process = m.group(1)
+                            s = s[m.end():]
+                            c0 = s[:1]
             if process is None and jproc is not None:
                 process = jproc
             if c0 == "[" and s[1:5] == "rank":

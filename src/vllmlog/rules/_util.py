@@ -729,7 +729,7 @@ def jval(j: Any, name: str) -> float | None:
 
 
 LENGTH_TEXT = re.compile(r"maximum context length|is too large: \d+|longer than the maximum model length|"
-                         r"is too long and exceeds", re.I)
+                         r"is too long and exceeds|is too long to fit into the model", re.I)
 
 
 def is_length_rejection(e: Event) -> bool:

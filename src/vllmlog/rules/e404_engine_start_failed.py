@@ -22,7 +22,8 @@ _FAIL = ("engine_start_failed", "process_crashed", "engine_start_timeout", "engi
 
 _CONFIG_FRAMES = re.compile(r"arg_utils\.py|create_engine_config|/config\.py|config/\w+\.py|__post_init__|_verify_args|"
                             r"verify_with_parallel_config|ValidationError")
-_MEMORY = re.compile(r"out of memory|not enough (?:GPU )?memory|memory utilization|insufficient memory", re.I)
+_MEMORY = re.compile(r"out of memory|not enough (?:GPU )?memory|memory utilization|insufficient memory|"
+                     r"RESOURCE_EXHAUSTED|Ran out of memory|out of (?:device|HBM) memory|OutOfMemoryError", re.I)
 _LOAD = re.compile(r"model_loader|load_weights|safetensors|from_pretrained|hf_hub|huggingface_hub|weight_utils|"
                    r"AutoConfig|configuration_auto|transformers_utils/config|Unrecognized model|tokenizer", re.I)
 
@@ -36,17 +37,43 @@ _PLATFORM = re.compile(r"(?:hip|cuda|rocm) runtime failed to load|provide archit
                        r"(?:lib(?:cudart|cublas|nccl|amdhip64)\S{0,20}\.so\S{0,10}): cannot open shared object", re.I)
 
 #: A ValueError's own words for a violated constraint on the arguments.
-_CONFIG_MSG = re.compile(r"must be (?:divisible|less|greater|at (?:least|most)|one of|a multiple|between|positive|"
+_CONFIG_MSG = re.compile(r"is greater than (?:the )?(?:max|--max)[_-]\w+|exceeds (?:the )?(?:max|--max)[_-]\w+|"
+                         r"must be (?:divisible|less|greater|at (?:least|most)|one of|a multiple|between|positive|"
                          r"non-negative|<=?|>=?)|is not divisible|is not supported (?:for|with|by|when)|"
                          r"not supported (?:with|for|when)|invalid (?:value|choice|argument)|unrecognized argument", re.I)
 
 
-def _infer(e) -> str:
+#: The words of an exception that only reports another one (the frontend or the engine core saying a child failed).
+_WRAPPER = re.compile(r"initiali[sz]ation failed|died before responding|See (?:the )?(?:stack trace|root cause)|"
+                      r"failed to start|Failed core proc|exception in a background process|process died", re.I)
+_CHAIN = re.compile(r"^((?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt))(?::\s?(.*))?$", re.S)
+
+
+def _root_exception(fails: list, root: Any) -> tuple[Any, str | None, str | None]:
+    """The exception that caused the start-up failure: in line order, the first one whose message is not a
+    wrapper's ('Engine core initialization failed. See root cause above', 'WorkerProc initialization failed …',
+    'process died before responding …') — also inside a record that holds two processes' tracebacks (its
+    ``exc_chain``) — a worker's bare ``AssertionError`` included; else the first with a message."""
+    for e in fails:
+        chain = [str(c) for c in (e.fields.get("exc_chain") or [])]
+        if not chain and e.fields.get("exc_type"):
+            chain = [f"{e.fields.get('exc_type')}: {e.fields.get('exc_message') or ''}"]
+        for c in chain:
+            m = _CHAIN.match(c.strip())
+            if m and not _WRAPPER.search(m.group(2) or ""):
+                return e, m.group(1), (m.group(2) or "").strip() or None
+    e = next((e for e in fails if e.fields.get("exc_message") and e.kind != "engine_start_timeout"), root)
+    return e, e.fields.get("exc_type"), e.fields.get("exc_message")
+
+
+def _infer(e, xt: str | None = None, xm: str | None = None) -> str:
     """Best category for an unrecognised start-up exception, from its type, message and frames."""
-    xt = str(e.fields.get("exc_type") or "")
-    xm = str(e.fields.get("exc_message") or "")
+    xt = str(xt if xt is not None else e.fields.get("exc_type") or "")
+    xm = str(xm if xm is not None else e.fields.get("exc_message") or "")
     if _MEMORY.search(xm):
         return "startup_oom"
+    if "ValueError" in xt and u.LENGTH_TEXT.search(xm):
+        return "request_too_long"  # an offline LLM.generate given a prompt longer than the model's context
     if e.kind == "engine_start_timeout" or "TimeoutError" in xt:
         return "engine_hang"
     if _PLATFORM.search(e.text[-4000:]) or _PLATFORM.search(xm):
@@ -107,16 +134,17 @@ class EngineStartFailed(Rule):
             if not fails:
                 continue
             root = fails[0]
-            exc = next((e for e in fails if e.fields.get("exc_message") and e.kind != "engine_start_timeout"), root)
+            exc, xt, xm = _root_exception(fails, root)
             if any(e.kind == "engine_start_timeout" for e in fails) and not exc.fields.get("exc_message"):
                 exc = next(e for e in fails if e.kind == "engine_start_timeout")
+                xt, xm = exc.fields.get("exc_type"), exc.fields.get("exc_message")
             timeout = any(e.kind == "engine_start_timeout" for e in fails)
-            msg = exc.fields.get("exc_message") or u.msg_of(exc)
-            cat = _infer(exc)
+            msg = xm or u.msg_of(exc)
+            cat = _infer(exc, xt, xm)
             yield self.finding(
                 category=cat,
-                message=f"Engine failed to start: {str(exc.fields.get('exc_type') or '').rsplit('.', 1)[-1]}"
-                f"{': ' if exc.fields.get('exc_type') else ''}{str(msg)[:160]}"
+                message=f"Engine failed to start: {str(xt or '').rsplit('.', 1)[-1]}"
+                f"{': ' if xt and msg else ''}{str(msg)[:160]}"
                 + ("" if cat == self.category else f" (classified as {cat} from the exception)"),
                 evidence=u.dedupe([u.first(root), u.ev(exc)] + u.startup_failure_lines(v, root.line_end)),
                 first_seen=root.ts, last_seen=fails[-1].ts, count=len(fails), file=v.file, process=root.process,
