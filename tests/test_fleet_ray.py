@@ -67,3 +67,41 @@ def test_cli_engine_ray_starts_its_own_loopback_ray(fleet: Path, tmp_path: Path)
     rr = subprocess.run(args + ["--engine", "ray"], capture_output=True, text=True, timeout=600)
     assert loc.returncode == rr.returncode == 0, rr.stderr[-2000:]
     assert json.loads(rr.stdout) == json.loads(loc.stdout)
+    rd = subprocess.run(args + ["--engine", "ray-data"], capture_output=True, text=True, timeout=600)
+    assert rd.returncode == 0, rd.stderr[-2000:]
+    assert json.loads(rd.stdout) == json.loads(loc.stdout)  # stdout holds the document and nothing else
+
+
+def test_ray_data_and_local_identical(cluster, fleet: Path, tmp_path: Path) -> None:
+    """`--engine ray-data`: a Ray Data map over the replicas' specs on the same real local Ray: the same document
+    and rows as `--engine local`."""
+    out = str(tmp_path / "out")
+    local = analyze_fleet([str(fleet / "logs")], engine="local", workers=2, out_dir=out)
+    rows_local = {p.name: p.read_bytes() for p in (tmp_path / "out" / "rows").glob("*.parquet")}
+    on_data = analyze_fleet([str(fleet / "logs")], engine="ray-data", workers=2, out_dir=out)
+    rows_data = {p.name: p.read_bytes() for p in (tmp_path / "out" / "rows").glob("*.parquet")}
+    assert _doc(on_data) == _doc(local)
+    assert rows_data == rows_local and len(rows_data) == 6
+
+
+def where_am_i(spec: dict, opts: dict) -> dict:
+    """A map that says which process ran it."""
+    import os
+
+    return {"replica": spec["name"], "pid": os.getpid(), "opts": opts}
+
+
+def test_ray_data_runs_the_map_in_ray_workers(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from vllmlog.fleet import engines
+    from vllmlog.fleet.inputs import ReplicaSpec
+
+    def no_fallback(*a, **k):
+        raise AssertionError("Ray Data failed and fell back to Ray tasks")
+
+    monkeypatch.setattr(engines, "run_ray", no_fallback)
+    specs = [ReplicaSpec(f"r{i}", (f"r{i}.log",)) for i in range(4)]
+    got = engines.run_ray_data(specs, {"k": 1}, fn=where_am_i)
+    assert [g["replica"] for g in got] == ["r0", "r1", "r2", "r3"]
+    assert all(g["opts"] == {"k": 1} and g["pid"] != os.getpid() for g in got)

@@ -28,9 +28,9 @@ def fleet_cmd(
     inputs: List[str] = typer.Argument(..., help="Replica logs: files (plain or .gz), directories (walked), globs "
                                        "(quoted), or fsspec URLs. Rotated pieces of one replica (x.log.2.gz, x.log.1, "
                                        "x.log) are read in order as one stream.", metavar="PATH|GLOB|DIR..."),
-    engine: str = typer.Option("local", "--engine", help="local (a process pool on this machine) or ray "
-                               "(Ray tasks; pip install 'vllmlog[ray]')."),
-    address: OptStr = typer.Option(None, "--address", help="With --engine ray: the cluster (auto, ray://host:10001); "
+    engine: str = typer.Option("local", "--engine", help="local (a process pool on this machine), ray (Ray tasks) "
+                               "or ray-data (a Ray Data map over the replicas; pip install 'vllmlog[ray]')."),
+    address: OptStr = typer.Option(None, "--address", help="With --engine ray / ray-data: the cluster (auto, ray://host:10001); "
                                    "default: start a local Ray on this machine."),
     workers: OptInt = typer.Option(None, "--workers", "-j", help="Worker processes (default: this machine's CPUs; "
                                    "0 runs in this process)."),
@@ -70,7 +70,7 @@ def fleet_cmd(
     from ..fleet import ENGINES, analyze_fleet
 
     if engine not in ENGINES:
-        raise ConfigError(f"unknown engine {engine!r}", hint="use --engine local or --engine ray")
+        raise ConfigError(f"unknown engine {engine!r}", hint="use --engine local, ray or ray-data")
     if fail_on not in FAIL_ON_CHOICES:
         raise ConfigError(f"unknown severity {fail_on!r} for --fail-on", hint="use one of " + ", ".join(FAIL_ON_CHOICES))
     if grid <= 0 or window <= 0 or not 0 < min_share <= 1:

@@ -2,7 +2,8 @@
 
 ``local`` — a process pool on this machine (``workers`` processes; 0 runs in this process). ``ray`` — one Ray
 task per replica on a Ray cluster (``address``: ``auto``, ``ray://host:10001``, or None to start a local one),
-at most ``2 × cluster CPUs`` in flight so the driver holds only finished results. Either way the workers open
+at most ``2 × cluster CPUs`` in flight so the driver holds only finished results. ``ray-data`` — the same map as
+a Ray Data ``map`` over a dataset of the replicas' specs, results streamed back. Either way the workers open
 the files themselves: the driver sends a replica's name and paths (or fsspec URLs) and gets a compact dict back.
 Results are returned sorted by replica name, whatever order they finished in.
 """
@@ -18,7 +19,7 @@ from ..errors import ConfigError
 from .inputs import ReplicaSpec
 from .mapper import map_replica
 
-ENGINES = ("local", "ray")
+ENGINES = ("local", "ray", "ray-data")
 Progress = Callable[[dict[str, Any]], None]
 
 
@@ -92,17 +93,7 @@ def run_ray(specs: Sequence[ReplicaSpec], opts: dict[str, Any], address: str | N
         import ray
     except ImportError:
         raise ConfigError("--engine ray needs Ray", hint="pip install 'vllmlog[ray]'") from None
-    started = False
-    if not ray.is_initialized():
-        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-        if address:
-            kw["address"] = address
-        else:  # a Ray of our own, for this run: on loopback only
-            kw["address"] = "local"  # a new instance, never one found on the machine
-            kw["num_cpus"] = workers or default_workers()
-            kw["_node_ip_address"] = "127.0.0.1"
-        ray.init(**kw)
-        started = True
+    started = _ray_started(ray, address, workers)
     try:
         task = ray.remote(num_cpus=1, max_retries=1)(fn)
         cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
@@ -133,6 +124,75 @@ def run_ray(specs: Sequence[ReplicaSpec], opts: dict[str, Any], address: str | N
             ray.shutdown()
 
 
+def _ray_started(ray: Any, address: str | None, workers: int | None) -> bool:
+    """``ray.init`` unless a Ray is up: ``address``, or a Ray of our own for this run on loopback. True when we
+    started it (and must shut it down)."""
+    if ray.is_initialized():
+        return False
+    kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if address:
+        kw["address"] = address
+    else:  # a Ray of our own, for this run: on loopback only
+        kw["address"] = "local"  # a new instance, never one found on the machine
+        kw["num_cpus"] = workers or default_workers()
+        kw["_node_ip_address"] = "127.0.0.1"
+    ray.init(**kw)
+    return True
+
+
+class _Task:
+    """A Ray Data ``map`` over spec rows: each row ``{"spec": pickled spec}`` → ``{"result": pickled result}``
+    (pickled both ways: a result's nested dicts, None and int keys pass through Arrow unchanged)."""
+
+    def __init__(self, fn: Callable[..., Any], opts: dict[str, Any]) -> None:
+        self.fn, self.opts = fn, opts
+
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        import pickle
+
+        spec = pickle.loads(row["spec"])
+        return {"result": pickle.dumps(self.fn(spec, self.opts), protocol=5)}
+
+
+def run_ray_data(specs: Sequence[ReplicaSpec], opts: dict[str, Any], address: str | None = None,
+                 workers: int | None = None, progress: Progress | None = None,
+                 fn: Callable[..., Any] = map_replica) -> list[Any]:
+    """Map every replica with Ray Data (``pip install 'vllmlog[ray]'``): a dataset of the replicas' specs (names
+    and paths only — each task opens its replica's files itself, as everywhere), ``map`` with one CPU a task,
+    results streamed back as they finish (``iter_rows``). A task whose worker dies is retried by Ray Data; if
+    the dataset still fails, the replicas not yet returned run as Ray tasks (``run_ray``), whose failures are
+    per replica."""
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError:
+        raise ConfigError("--engine ray-data needs Ray Data", hint="pip install 'vllmlog[ray]'") from None
+    import pickle
+
+    started = _ray_started(ray, address, workers)
+    try:
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False  # stderr stays the command's own (a --json run prints nothing else)
+        out: list[Any] = []
+        if specs:
+            ds = ray.data.from_items([{"spec": pickle.dumps(s.to_dict(), protocol=5)} for s in specs],
+                                     override_num_blocks=len(specs))
+            ds = ds.map(_Task(fn, opts), num_cpus=1)
+            try:
+                for row in ds.iter_rows():
+                    r = pickle.loads(row["result"])
+                    out.append(r)
+                    if progress:
+                        progress(r)
+            except Exception:  # noqa: BLE001 - a dataset that failed after Ray Data's retries
+                done = {r["replica"] for r in out if isinstance(r, dict) and "replica" in r}
+                out += run_ray([s for s in specs if s.name not in done], opts, address, workers, progress, fn)
+        return _ordered(out)
+    finally:
+        if started:
+            ray.shutdown()
+
+
 def run_engine(engine: str, specs: Sequence[ReplicaSpec], opts: dict[str, Any], *, workers: int | None = None,
                address: str | None = None, progress: Progress | None = None,
                fn: Callable[..., Any] = map_replica) -> list[Any]:
@@ -143,4 +203,6 @@ def run_engine(engine: str, specs: Sequence[ReplicaSpec], opts: dict[str, Any], 
         return run_local(specs, opts, workers, progress, fn)
     if engine == "ray":
         return run_ray(specs, opts, address, workers, progress, fn)
-    raise ConfigError(f"unknown engine {engine!r}", hint="use --engine local or --engine ray")
+    if engine == "ray-data":
+        return run_ray_data(specs, opts, address, workers, progress, fn)
+    raise ConfigError(f"unknown engine {engine!r}", hint="use --engine local, ray or ray-data")
