@@ -96,3 +96,25 @@ def test_simulate_replicas_usage_errors(tmp_path: Path) -> None:
     assert p.returncode == 2 and "unknown scenario or fault" in p.stderr
     p = run("--bad", "1:engine-crash", "-o", str(tmp_path / "x"))
     assert p.returncode == 2 and "--replicas" in p.stderr
+
+
+def test_one_bad_replica_a_fleet_wide_event_and_router_skew_at_once(tmp_path: Path) -> None:
+    """The three injected faults together: the bad replica first, the event as one fleet-wide incident on exactly
+    its replicas, the skewed replica hot (its peers' median not raised by the surge's replicas), and no healthy
+    replica flagged, hot or cold."""
+    truth = _simulate(tmp_path / "logs", "--replicas", "8", "--fleet-event", "overload,0.375", "--bad", "7:engine-crash",
+                      "--skew", "5:3", "--seed", "4")
+    rep = analyze_fleet([str(tmp_path / "logs")], workers=2, out_dir=str(tmp_path / "out")).report
+    event = truth["events"][0]["replicas"]
+    assert event == ["replica-00", "replica-01", "replica-02"] and truth["bad"] == ["replica-07"]
+    assert rep["replicas"][0]["replica"] == "replica-07" and rep["replicas"][0]["status"] in ("down", "failing")
+    assert len(rep["incidents"]) == 1
+    f = rep["incidents"][0]
+    assert f["kind"] == "queueing" and sorted(m["replica"] for m in f["replicas"]) == event
+    assert rep["imbalance"]["hot"] == ["replica-05"] and rep["imbalance"]["cold"] == []
+    assert sorted(rep["imbalance"]["explained"]) == event
+    assert not [o for o in rep["outliers"] if o["replica"] != "replica-07"]
+    _check_healthy_untouched(rep, truth, {"replica-05"})
+    for r in rep["replicas"]:
+        if r["replica"] in event:
+            assert r["flags"] == ["fleet-wide F1"], r

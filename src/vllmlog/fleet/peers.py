@@ -92,8 +92,22 @@ def _common_window(ok: Sequence[dict[str, Any]]) -> tuple[float, float] | None:
     return (lo, hi) if hi > lo else None
 
 
-def imbalance(ok: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Requests per replica over the common window; hot/cold replicas; max/median and coefficient of variation."""
+def imbalance(ok: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]],
+              incidents: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """Requests per replica over the common window; hot/cold replicas; max/median and coefficient of variation.
+
+    The members of a fleet-wide load incident (``incidents``: a surge queueing, slowing, aborting on many
+    replicas) are left out of the comparison (``explained``): their traffic is the incident's, and counted among
+    the peers they would raise the median until the router's ordinary replicas look cold and a skewed one normal."""
+    from .fleetwide import LOAD_KINDS
+
+    explained = {m["replica"]: f["id"] for f in incidents if f.get("kind") in LOAD_KINDS for m in f["replicas"]}
+    if explained and len(ok) - len(explained) >= 3:
+        rest = [r for r in ok if r["replica"] not in explained]
+        out = imbalance(rest, rows)
+        out["explained"] = {k: f"{v}: its traffic is the fleet-wide load incident's" for k, v in sorted(explained.items())}
+        out["replicas"] = len(ok)
+        return out
     out: dict[str, Any] = {"replicas": len(ok), "skewed": False, "hot": [], "cold": [], "per_replica": {}}
     if len(ok) < 2:
         out["basis"] = "fewer than 2 replicas"

@@ -240,7 +240,7 @@ def reduce_fleet(results: Sequence[dict[str, Any]], *, rows_dir: str | None = No
     outs = outliers(rows)
     for o in outs:
         by_name[o["replica"]]["flags"].append(f"outlier {o['metric']}")
-    imb = imbalance(ok, rows)
+    imb = imbalance(ok, rows, fws)
     for name in imb.get("hot", []):
         by_name[name]["load"] = "hot"
     for name in imb.get("cold", []):
