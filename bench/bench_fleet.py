@@ -247,11 +247,17 @@ def main(argv: list[str] | None = None) -> int:
                 continue
         try:
             if label == "local, 2 workers":
-                # the driver's memory against the lines: ¼ of the lines vs all, each in a fresh interpreter
-                drv_small = _in_child(str(small), workers, total_small)
-                drv_full = _in_child(str(logs), workers, total)
-                print(f"driver alone: {mib(drv_small)} at ¼ of the lines, {mib(drv_full)} at all", flush=True)
-            wall, drv, wpk, wcpu, dcpu = one(label, engine, workers, logs, total)
+                # the driver's memory against the lines: ¼ of the lines vs all, each in a fresh interpreter (this
+                # process has run the reference analyze: its own peak says nothing of the driver); the full run
+                # in the child is also the table's row
+                drv_small = _in_child(str(small), workers, total_small)[1]
+                wall, drv, wpk, wcpu, dcpu = _in_child(str(logs), workers, total)
+                drv_full = drv
+                print(f"{label}: {total:,} lines in {wall:.1f} s = {total / wall:,.0f} lines/s; driver alone: "
+                      f"{mib(drv_small)} at ¼ of the lines, {mib(drv_full)} at all; worker peak {mib(wpk)}; CPU: "
+                      f"workers {wcpu:.1f} s, driver {dcpu:.1f} s", flush=True)
+            else:
+                wall, drv, wpk, wcpu, dcpu = one(label, engine, workers, logs, total)
             results.append((label, wall, drv, wpk, total / wall, wcpu, dcpu))
         finally:
             if engine == "ray":
@@ -306,12 +312,18 @@ def main(argv: list[str] | None = None) -> int:
         "--address auto --out /shared/fleet`. The driver does not read the logs: it holds one compact result per "
         "replica (a few KB) and the rows' columns for the exact percentiles (8 bytes per request per metric).",
         "",
-        f"The rate is for {per_replica:,}-line replicas. The map's cost per line grows with a replica's length "
-        "(`bench/fleet-scaling.md`, `--scaling`): parsing stays linear, but a symptom detector of the diagnosis "
-        "(`symptoms/progress.py`, `_kv_full_collapse`: for every stats interval a scan of all earlier ones, before its "
-        "cheap KV ≥ 95 % test) is quadratic in the stats intervals. Until that is fixed, a day's 10⁸-line replica "
-        "would not finish in 10 minutes on one worker whatever the cluster; the plan above holds for replicas "
-        "of up to ~10⁵ lines (hours of a busy server), or once the detector is linear.",
+        f"The rate is for {per_replica:,}-line replicas. The map's cost per line no longer grows with a replica's "
+        "length (`bench/fleet-scaling.md`, `--scaling`: the diagnosis's quadratic symptom detector was made linear, "
+        "commit 8dde63d), so the plan does not depend on how the day is cut into replicas, as long as there are "
+        "more replica streams than workers (a worker analyses one replica: its rotated pieces are one stream). "
+        "With fewer, longer replicas than workers, cut a replica's day at its rotation points and give each piece "
+        "its own task (a journey spanning a cut is then split: the numbers of the requests at the seams change).",
+        "",
+        "What the driver needs for that: the replicas' compact results (a few KB each; with `--percentiles sketch` "
+        "also their DDSketches, no rows) and, for exact percentiles, one rows column at a time (8 bytes per request: "
+        "a day of 10¹⁰ lines is ~10⁸ requests at ~100 lines a request, 0.8 GB per column), which Polars reads from "
+        "the shared `--out`. The workers write their rows there; the logs are read by the workers from the "
+        "bucket (`s3://…` through fsspec), never through the driver.",
     ]
     Path(args.out).write_text("\n".join(lines_md) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
@@ -360,13 +372,19 @@ def _driver(folder: str, workers: int, lines: int, q) -> None:  # type: ignore[n
     from vllmlog.fleet import analyze_fleet
 
     out = tempfile.mkdtemp(prefix="fleet-out-", dir=os.path.dirname(folder))
-    fa = analyze_fleet([folder], engine="local", workers=workers, out_dir=out)
+    with WorkerSampler(False) as ws:
+        t = time.perf_counter()
+        c = time.process_time()
+        fa = analyze_fleet([folder], engine="local", workers=workers, out_dir=out)
+        wall = time.perf_counter() - t
+        drv_cpu = time.process_time() - c
     assert fa.report["lines"] == lines
-    q.put(vm_hwm())
+    q.put((wall, vm_hwm(), ws.worker_peak(), ws.worker_cpu(), drv_cpu))
 
 
-def _in_child(folder: str, workers: int, lines: int) -> int:
-    """The driver's peak RSS for a local fleet run, measured in a fresh interpreter."""
+def _in_child(folder: str, workers: int, lines: int) -> tuple[float, int, int, float, float]:
+    """A local fleet run in a fresh interpreter: wall, the driver's peak RSS, the largest worker's peak RSS, the
+    workers' CPU, the driver's CPU."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -375,7 +393,7 @@ def _in_child(folder: str, workers: int, lines: int) -> int:
     p.start()
     r = q.get()
     p.join()
-    return int(r)
+    return r
 
 
 if __name__ == "__main__":
