@@ -67,8 +67,8 @@ def test_line_identity() -> None:
 
 
 def test_a_restart_is_one_replica_concurrent_servers_are_two() -> None:
-    restart = [b"Sep 30 02:00:05 gpu-07 vllm[5120]: INFO x"] * 3 + [b"Sep 30 02:00:05 gpu-07 systemd[1]: Stopped"] + \
-        [b"Sep 30 02:10:05 gpu-07 vllm[6033]: INFO x"] * 3
+    restart = [b"Sep 30 02:00:05 gpu-07 vllm[5120]: INFO 09-30 02:00:05 [api_server.py:1] x"] * 3 + \
+        [b"Sep 30 02:00:05 gpu-07 systemd[1]: Stopped"] + [b"Sep 30 02:10:05 gpu-07 vllm[6033]: INFO 09-30 02:10:05 [a.py:1] x"] * 3
     ident = identity(restart)
     assert ident.host == "gpu-07" and not ident.merged
     both = [b"(APIServer pid=100) INFO 09-30 02:00:05 [a.py:1] x", b"(APIServer pid=200) INFO 09-30 02:00:05 [a.py:1] y"] * 3
@@ -139,6 +139,22 @@ def test_merged_file_of_concurrent_servers_is_split_by_pid(three, tmp_path: Path
         assert x["lines"] == y["lines"]
         assert x["red_use"]["requests"] == y["red_use"]["requests"]
         assert x["verdict"]["status"] == y["verdict"]["status"]
+
+
+def test_compose_client_containers_are_no_replicas(tmp_path: Path) -> None:
+    """A compose file: the vLLM containers are replicas, the client beside them is none."""
+    vl = b"(APIServer pid=1) INFO 11-30 10:00:%02d [api_server.py:1] serving\n"
+    one = b"".join([b"vllm-1  | " + vl % i + b"evaluator-1  | sending request %d\n" % i for i in range(5)])
+    ident = identity(one.splitlines())
+    assert ident.hosts == ["vllm-1"] and not ident.merged  # one replica: the client is not one
+    two = b"".join([b"vllm-1  | " + vl % i + b"vllm-2  | " + vl % i + b"evaluator-1  | sent %d\n" % i for i in range(5)])
+    (tmp_path / "compose.log").write_bytes(two)
+    assert identity(two.splitlines()).merged
+    out = split_hosts({"name": "compose", "paths": [str(tmp_path / "compose.log")]}, {"split_dir": str(tmp_path / "s")})
+    assert [p["name"] for p in out["pods"]] == ["vllm-1", "vllm-2"]
+    for p in out["pods"]:
+        body = Path(p["paths"][0]).read_bytes()
+        assert body.count(b"\n") == 5 and body.startswith(p["name"].encode() + b"  | ")
 
 
 def test_split_hosts_keeps_a_one_replica_file_whole(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ vllm@qwen3[5120]: …``: host ``gpu-07``, server process 5120) or docker compose
 (``(EngineCore_DP0 pid=112)``, ``(Worker pid=…)``, Ray workers with their ``ip=``) are not replicas: without a
 journal's pid, a child's lines go with the API server on the same host whose pid is the closest below the
 child's (a child is started after its server) — a heuristic, used only for files that hold several concurrent
-API servers and no journal. A line without any of these (a traceback, a print) stays with the line before it.
+API servers and no journal. A line without any of these (a traceback, a print) stays with the line before it. A host or container none of whose
+lines is vLLM's (the client or proxy beside it in one compose file) is no replica: its lines are left out.
 
 Two API servers (or journal pids) of one host are two replicas only when they run **at the same time** (their
 lines interleave); one that starts after the other stopped is the same replica restarting (``vllm@qwen3[5120]``
@@ -34,6 +35,10 @@ _JOURNAL = re.compile(rb"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? (?P<hos
 _COMPOSE = re.compile(rb"^(?P<host>[A-Za-z0-9][\w.-]{0,62}?)\s*\| ")
 # vLLM's process tag: "(APIServer pid=7) ", "(EngineCore_DP0 pid=112) ", "(RayWorkerWrapper pid=9, ip=10.0.0.2) "
 _PROC = re.compile(rb"^\((?P<role>[A-Za-z_][\w]*)?[^()]*?\bpid=(?P<pid>\d+)[^()]*\)")
+# a line vLLM wrote: its envelope, its process tags, its name (a host / container with none is no replica: the
+# client or proxy beside it in one compose file, systemd)
+_VLLM = re.compile(rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\bvLLM\b|"
+                   rb"\((?:APIServer|EngineCore\w*|Worker\w*|VllmWorker\w*|RayWorkerWrapper) pid=")
 #: Journal identifiers that are the host's, not a replica's (their lines stay with the line before).
 _HOST_IDENTS = {b"systemd", b"kernel", b"systemd-journald", b"containerd", b"dockerd"}
 
@@ -83,7 +88,7 @@ class Identity:
     """What a file's head says about who wrote it."""
 
     hosts: list[str] = field(default_factory=list)
-    """Hosts named, in order of appearance."""
+    """Hosts with vLLM lines, in order of appearance."""
     roots: dict[str | None, list[tuple[int, int, int]]] = field(default_factory=dict)
     """Per host: its server processes as (pid, first line index, last line index)."""
 
@@ -112,7 +117,7 @@ def identity(lines: Iterable[bytes]) -> Identity:
     spans: dict[tuple[str | None, int], list[int]] = {}
     for i, ln in enumerate(lines):
         li = line_id(ln)
-        if li.host is not None and li.host not in ident.hosts:
+        if li.host is not None and li.host not in ident.hosts and _VLLM.search(ln):
             ident.hosts.append(li.host)
         if li.root is not None:
             sp = spans.setdefault((li.host, li.root), [i, i])
@@ -144,6 +149,7 @@ def split_hosts(spec: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
     roots: dict[str | None, list[int]] = {}  # per host, its API servers' pids seen so far
     cur: tuple[str | None, int | None] | None = None
     cur_by_host: dict[str | None, tuple[str | None, int | None]] = {}
+    vllm_hosts: set[str | None] = {None}
     pending: list[bytes] = []
     i = 0
 
@@ -165,7 +171,10 @@ def split_hosts(spec: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
         for p in spec["paths"]:
             with _open_piece(p) as f:
                 for line in f:
-                    k = key_of(line_id(line))
+                    li = line_id(line)
+                    if li.host not in vllm_hosts and _VLLM.search(line):
+                        vllm_hosts.add(li.host)
+                    k = key_of(li)
                     if k is None:
                         k = cur
                     if k is None:
@@ -187,10 +196,11 @@ def split_hosts(spec: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
     finally:
         for fh in parts.values():
             fh.close()
-    if len(parts) <= 1:
+    keys = [k for k in parts if k[0] in vllm_hosts]  # a host without a vLLM line (a client container) is no replica
+    if len(keys) <= 1:
         shutil.rmtree(out_dir, ignore_errors=True)
         return {"parent": spec["name"], "pods": [dict(spec)]}
-    slots = _slots(list(parts), span)
+    slots = _slots(keys, span)
     names = _names(slots, str(spec["name"]))
     specs = []
     for slot, name in zip(slots, names):
@@ -202,6 +212,9 @@ def split_hosts(spec: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
                     shutil.copyfileobj(f, out, 1 << 20)
                 os.unlink(src)
         specs.append({"name": name, "paths": [dest]})
+    for k in parts:
+        if k not in keys:
+            os.unlink(parts[k].name)
     return {"parent": spec["name"], "pods": specs}
 
 
