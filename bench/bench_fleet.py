@@ -82,7 +82,8 @@ def _ppid(pid: str) -> int:
 
 class WorkerSampler:
     """Samples the peak RSS of worker processes: this process's descendants (the local pool and its
-    forkserver) or Ray's worker processes (``ray::`` / ``default_worker.py``)."""
+    forkserver) or, of those, Ray's worker processes (``ray::`` / ``default_worker.py``: the Ray this process
+    started; another Ray on the machine is not counted)."""
 
     def __init__(self, ray: bool) -> None:
         self.ray = ray
@@ -118,7 +119,8 @@ class WorkerSampler:
                 continue
             if self.ray:
                 cl = _cmdline(pid)
-                if not ("ray::" in cl or "default_worker.py" in cl):
+                # Ray's workers of the Ray this process started (its raylet is our descendant): not other Rays'
+                if not ("ray::" in cl or "default_worker.py" in cl) or not self._mine(pid, me):
                     continue
             elif not self._mine(pid, me):
                 continue
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "vllmlog-bench-fleet"))
     ap.add_argument("--out", default=str(HERE / "fleet-results.md"))
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--configs", default="local1,local2,ray2", help="which runs: local1, local2, ray2 (comma-separated; "
+                    "two bench processes may run different ones side by side on a shared machine)")
     ap.add_argument("--source", choices=("sim", "real"), default="sim")
     ap.add_argument("--scaling", default="", help="comma-separated replica sizes (lines): the map's CPU per replica at "
                     "each, in this process, written to --scaling-out instead of the engine runs")
@@ -232,8 +236,11 @@ def main(argv: list[str] | None = None) -> int:
 
     drv_small = None
     ray_failed = None
-    for label, engine, workers in (("local, 1 worker", "local", 1), ("local, 2 workers", "local", 2),
-                                   ("ray, 2 workers", "ray", 2)):
+    wanted = set(args.configs.split(","))
+    for key, label, engine, workers in (("local1", "local, 1 worker", "local", 1), ("local2", "local, 2 workers", "local", 2),
+                                        ("ray2", "ray, 2 workers", "ray", 2)):
+        if key not in wanted:
+            continue
         if engine == "ray":
             if args.no_ray:
                 continue
