@@ -29,7 +29,7 @@ def fleet_cmd(
                                        "(quoted), or fsspec URLs. Rotated pieces of one replica (x.log.2.gz, x.log.1, "
                                        "x.log) are read in order as one stream.", metavar="PATH|GLOB|DIR..."),
     engine: str = typer.Option("local", "--engine", help="local (a process pool on this machine), ray (Ray tasks) "
-                               "or ray-data (a Ray Data map over the replicas; pip install 'vllmlog[ray]')."),
+                               "or ray-data (a Ray Data map over the replicas; pip install 'vllmlog\\[ray]')."),
     address: OptStr = typer.Option(None, "--address", help="With --engine ray / ray-data: the cluster (auto, ray://host:10001); "
                                    "default: start a local Ray on this machine."),
     workers: OptInt = typer.Option(None, "--workers", "-j", help="Worker processes (default: this machine's CPUs; "
