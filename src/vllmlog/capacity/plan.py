@@ -138,15 +138,16 @@ def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None =
             out.startup.append(sizing.of(st, run))
             continue
         states.append(st)
+    peers_of = _peer_lists(states)
     for st in states:
         # runs of the same model on the same device share one step-time model when this run alone shows too few
         # batch sizes (their throughput at a batch size is a property of model × device, not of the flags)
-        peers = [o for o in states if o is not st and _peers(o, st)]
+        peers = peers_of[id(st)]
         whole = numbers if numbers is not None and len(states) == 1 and len(st.view.journeys) == len(run.journeys) \
             else None
         out.servers.append(server_plan(st, slo, target_rate, headroom, _client_for(st, client), peers, whole, run))
         out.servers[-1].replica = out.replica_names.get(st.file)
-    out.checks = cross_checks(out.servers, states)
+    out.checks = cross_checks(out.servers, states, peers_of)
     from .trend import trend
 
     out.trend = trend(run, out.servers)
@@ -170,6 +171,21 @@ def _peers(a: ServiceState, b: ServiceState) -> bool:
         return False
     ta, tb = a.lifecycle.start_ts, b.lifecycle.start_ts
     return ta is None or tb is None or abs((ta - tb).total_seconds()) <= SESSION_S
+
+
+def _peer_lists(states: Sequence[ServiceState]) -> dict[int, list[ServiceState]]:
+    """``id(st)`` → ``[o for o in states if o is not st and _peers(o, st)]``, each state's key read once (a log of
+    many restarts of one model has ~10^6 pairs)."""
+    groups: dict[tuple[Any, ...], list[tuple[ServiceState, Any]]] = {}
+    for o in states:
+        c = o.config
+        groups.setdefault((c.model, c.device, c.world_size), []).append((o, o.lifecycle.start_ts))
+    out: dict[int, list[ServiceState]] = {}
+    for members in groups.values():
+        for st, ts in members:
+            out[id(st)] = [o for o, to in members if o is not st
+                           and (ts is None or to is None or abs((to - ts).total_seconds()) <= SESSION_S)]
+    return out
 
 
 def _client_for(st: ServiceState, client: Sequence[ClientRecord]) -> list[ClientRecord]:
@@ -291,7 +307,8 @@ def checks(st: ServiceState, s: Server, ld: Load, fp: Footprint | None, tp: Thro
     return out
 
 
-def cross_checks(servers: Sequence[ServerCapacity], states: Sequence[ServiceState] = ()) -> list[Check]:
+def cross_checks(servers: Sequence[ServerCapacity], states: Sequence[ServiceState] = (),
+                 peers_of: dict[int, list[ServiceState]] | None = None) -> list[Check]:
     """One run's model predicting another run of the same model and device: Running under the other's flags at
     the other's offered concurrency (a re-run of the same load with a changed flag), and the other run's
     throughput at its Running from a step-time model fitted without it (leave-one-out)."""
@@ -299,8 +316,12 @@ def cross_checks(servers: Sequence[ServerCapacity], states: Sequence[ServiceStat
     by_file = {(st.file, st.index): st for st in states}
     for b in servers:
         sb = by_file.get((b.file, b.server))
-        peers = [by_file.get((a.file, a.server)) for a in servers if a is not b]
-        peers = [p for p in peers if p is not None and _peers(p, sb)] if sb is not None else []
+        if peers_of is not None and len(by_file) == len(servers) == len(states):
+            # servers are the plans of states, in order: the same peers as below
+            peers = peers_of.get(id(sb), []) if sb is not None else []
+        else:
+            peers = [by_file.get((a.file, a.server)) for a in servers if a is not b]
+            peers = [p for p in peers if p is not None and _peers(p, sb)] if sb is not None else []
         if sb is None or not peers:
             continue
         tp = fit_throughput(peers[0].intervals, [p.intervals for p in peers[1:]])
