@@ -171,3 +171,17 @@ def test_capacity_cli_reads_the_histograms_from_a_real_prometheus(tmp_path: Path
             proc.kill()
         srv.shutdown()
         srv.server_close()
+
+
+@pytest.mark.parametrize("key", ["02", "03"])
+def test_e2e_from_the_histogram_gives_the_carried_rate(key: str) -> None:
+    """The log states no latency; vllm:e2e_request_latency_seconds does (the clients' mean within 1 %), and Little's
+    law over the requests in the server (Running + Waiting) ÷ that latency gives the rate the replica carried."""
+    rows = [r for r in csv.DictReader((DATA / "corpus" / "vllm-cpu" / f"{key}-client-truth.csv").open())
+            if r["http_status"] == "200"]
+    client_e2e = sum(float(r["latency_s"]) for r in rows) / len(rows)
+    sc = next(s for s in plan(_with_metrics(key)).servers if not s.file.startswith("prometheus:"))
+    assert sc.load.e2e_basis == "/metrics" and sc.load.e2e_mean_s == pytest.approx(client_e2e, rel=0.01)
+    carried = sc.replicas.observed
+    assert carried is not None and "Running + Waiting" in carried.source
+    assert carried.value == pytest.approx(sc.load.get("rate_mean").value, rel=0.1)  # 02: 9.1 vs 10.0; 03: 9.0 vs 8.9

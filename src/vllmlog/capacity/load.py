@@ -143,11 +143,11 @@ def measure(st: ServiceState, client: Sequence[ClientRecord] = (), numbers: dict
                             f"KV usage × {cfg.kv_cache_tokens:,} tokens ÷ Running, {len(per)} busy intervals",
                             tuple(notes)))
     for role, what in (("request_prompt_tokens", "prompt length"), ("request_generation_tokens", "output length"),
-                       ("queue_time", "time in the queue")):
+                       ("queue_time", "time in the queue"), ("e2e", "end-to-end latency")):
         h = (prom or {}).get(role)
         if h is None:
             continue
-        unit = "s" if role == "queue_time" else "tokens"
+        unit = "s" if role in ("queue_time", "e2e") else "tokens"
         if role == "queue_time" and h.mean is not None:
             f.append(Figure("queue_time_mean", "time in the queue (mean, /metrics)", h.mean, unit, LOGGED,
                             f"_sum ÷ _count of {h.source}"))
@@ -178,6 +178,12 @@ def measure(st: ServiceState, client: Sequence[ClientRecord] = (), numbers: dict
                             f"the client's records ({len(es)} successful requests)"))
         if ts:
             ld.ttft_p50_s = describe(ts)["p50"]
+    h = (prom or {}).get("e2e")
+    if h is not None and h.mean is not None and (ld.e2e_mean_s is None or ld.e2e_basis == "estimated"):
+        # the server's own histogram beats latencies from 1-second log timestamps (and none at all)
+        ld.e2e_mean_s, ld.e2e_basis = h.mean, "/metrics"
+        ld.figures = f = [x for x in f if x.key != "e2e_mean"]
+        f.append(Figure("e2e_mean", "end-to-end latency (mean)", h.mean, "s", LOGGED, f"_sum ÷ _count of {h.source}"))
     return ld
 
 

@@ -1,6 +1,7 @@
 """Load distributions from vLLM's ``/metrics`` histograms (``--prometheus``): request prompt and generation
 lengths (``vllm:request_prompt_tokens``, ``vllm:request_generation_tokens``) and time in the queue
-(``vllm:request_queue_time_seconds``) over one server run's window — the increase of each histogram between the
+(``vllm:request_queue_time_seconds``) and end-to-end latency (``vllm:e2e_request_latency_seconds``) over one
+server run's window — the increase of each histogram between the
 snapshot at (or just before) the run's start and the last one within it.
 
 Means are exact (``_sum`` ÷ ``_count`` increases: ``logged``); quantiles interpolate within buckets as
@@ -20,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: role → what it measures (the catalog's roles; the names differ between releases).
 ROLES = {"request_prompt_tokens": "prompt length", "request_generation_tokens": "output length",
-         "queue_time": "time in the queue"}
+         "queue_time": "time in the queue", "e2e": "end-to-end latency"}
 PAD_S = 30.0
 """Seconds of /metrics history taken before a server run's first and after its last log line."""
 

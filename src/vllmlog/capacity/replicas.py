@@ -51,12 +51,13 @@ def plan(ld: Load, tp: Throughput | None, seats: int | None, fit: float | None, 
     R = Replicas(target_rate=target, headroom=headroom)
     xs_run = [f.value for f in ld.figures if f.key == "concurrency_p50"]
     if ld.e2e_mean_s and ld.running_max:
-        # observed: Little's law over the busy intervals' Running and the measured latency
-        mean_running = xs_run[0] if xs_run else None
-        if mean_running:
-            lam = min(mean_running, ld.running_max) / ld.e2e_mean_s
+        # observed: Little's law over the requests in the server (Running + Waiting of the busy intervals) and the
+        # end-to-end latency, which includes the time in the queue (Running alone pairs with the service time)
+        in_system = xs_run[0] if xs_run else None
+        if in_system:
+            lam = in_system / ld.e2e_mean_s
             R.observed = Figure("observed_rate", "carried per replica (Little's law)", lam, "req/s", LOGGED,
-                                f"Running {min(mean_running, ld.running_max):g} ÷ mean e2e {ld.e2e_mean_s:.2f} s "
+                                f"Running + Waiting {in_system:g} (busy median) ÷ mean e2e {ld.e2e_mean_s:.2f} s "
                                 f"({ld.e2e_basis})")
     O = ld.lengths.output
     if tp is None or not O:
