@@ -21,7 +21,6 @@ CASES = sorted(p for p in BLIND.glob("blind*/*.json"))
 OPEN = {
     "blind7/19-v1-tp2-enforce-eager-1p5b-one-request-at-a-time-slow": "no device floor for a lone request's decode speed",
     "blind8/15-v1-proxy-client-disconnect-silent-abort": "a silent client disconnect (no abort logged)",
-    "blind10/04-ascend-mineru-npu-oom-after-long-load": "NPU out of memory while serving not read as a runtime OOM",
     "blind10/06-xpu-tp2-battlemage-pagefault-shm-hang": "one rank's device fault with the peer waiting: a hang, not a death",
     "blind10/07-ascend-pd-1m-proxy-timeout-prefill-force-freed": "a disaggregated-prefill proxy timeout not found",
     "blind10/11-pd-decode-pod-no-kvconnector-recomputes-prefill": "kv_transfer_params without a KV connector",

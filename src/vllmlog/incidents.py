@@ -178,7 +178,11 @@ def _explains(rule: Rule, f: Finding, s: Symptom, st: ServiceState | None, scope
         return 2  # they cite the same log record: one event, seen from both sides
     if fo is not None and s.onset is not None and (fo - s.onset).total_seconds() > SLACK_S:
         if not (f.data.get("logged_late") and s.end is not None and fo <= s.end + timedelta(seconds=CROSS_FILE_S)):
-            return 0
+            # a silence that the failure ended: the stats stopped, and the engine's fatal error is what came next —
+            # what the engine did while silent is unknown, what ended the silence is the only cause the log shows
+            if not (s.kind == "stalled" and s.data.get("stats_stopped") and s.end is not None
+                    and abs((fo - s.end).total_seconds()) <= SLACK_S and f.severity >= Severity.CRITICAL):
+                return 0
     return 2 if m else 1
 
 

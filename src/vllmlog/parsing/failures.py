@@ -110,6 +110,34 @@ PATTERNS = [
         source="torch",
     ),
     LinePattern(
+        id="err.device_oom",
+        kind="cuda_oom",
+        prefix=None,
+        contains=" out of memory",
+        regex=r"(?<![\w])(?:NPU|XPU|HPU|MLU|MUSA|HIP) out of memory\.?(?:.{0,200}?[Tt]ried to allocate (?P<_alloc>[\d.]+ [GMK]i?B))?"
+              r"(?:.{0,200}?\((?:NPU|XPU|HPU|MLU|MUSA|GPU) \d+; ?(?P<_total>[\d.]+ [GMK]i?B) total capacity)?",
+        post=_oom,
+        examples=[
+            "RuntimeError: NPU out of memory. NPUWorkspaceAllocator tried to allocate 1.88 GiB(NPU 0; 60.96 GiB total capacity; 44.12 GiB already allocated; 44.12 GiB current active; 1.21 GiB free)",
+            "XPU out of memory. Tried to allocate 2.00 GiB",
+        ],
+        doc="Out of device memory on another accelerator (Ascend NPU, Intel XPU, Gaudi HPU …).",
+        source="torch_npu/xpu",
+    ),
+    LinePattern(
+        id="err.xla_oom",
+        kind="cuda_oom",
+        prefix=None,
+        contains="RESOURCE_EXHAUSTED",
+        regex=r"RESOURCE_EXHAUSTED:.{0,300}?(?P<_t>Ran out of memory|[Oo]ut of memory|Attempting to reserve|exceeds? .{0,40}?HBM)",
+        examples=[
+            "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Error loading program 'jit__multi_slice': Attempting to reserve 6.14G at the bottom of memory. That was not possible.",
+            "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space smem.",
+        ],
+        doc="XLA (TPU) out of memory: HBM or on-chip memory exhausted while compiling or loading a program.",
+        source="xla",
+    ),
+    LinePattern(
         id="err.oom_generic",
         kind="cuda_oom",
         prefix=None,

@@ -43,8 +43,10 @@ class RuntimeCudaOom(Rule):
             f = e.fields
             alloc, total, free = u.oom_numbers(e)
             util = u.arg(v, "gpu_memory_utilization")
+            dev = next((d for d in ("NPU", "XPU", "HPU", "MLU", "HIP") if f"{d} out of memory" in e.text),
+                       "XLA (TPU)" if "RESOURCE_EXHAUSTED" in e.text else "CUDA")
             yield self.finding(
-                "CUDA out of memory while serving" + (f" (tried to allocate {alloc:.2f} GiB" + (f", {free:.2f} GiB free)" if free is not None else ")") if alloc else "")
+                f"{dev} out of memory while serving" + (f" (tried to allocate {alloc:.2f} GiB" + (f", {free:.2f} GiB free)" if free is not None else ")") if alloc else "")
                 + ("; the engine died" if died else "") + (f"; {am.failed_requests} requests failed" if am.failed_requests else "") + ".",
                 severity=Severity.CRITICAL if died else Severity.ERROR,
                 evidence=u.dedupe([u.ev(e, "out of memory", "OutOfMemoryError"), u.first(e)] + am.evidence, limit=16), first_seen=e.ts,
