@@ -24,7 +24,6 @@ OPEN = {
     "blind10/06-xpu-tp2-battlemage-pagefault-shm-hang": "one rank's device fault with the peer waiting: a hang, not a death",
     "blind10/07-ascend-pd-1m-proxy-timeout-prefill-force-freed": "a disaggregated-prefill proxy timeout not found",
     "blind10/11-pd-decode-pod-no-kvconnector-recomputes-prefill": "kv_transfer_params without a KV connector",
-    "blind11/02-verl-rollout-oom-after-steps": "an OOM after many rollout steps read as a start-up OOM",
     "blind11/03-verl-wakeup-cumem-oom": "a sleep-mode wake-up cuMemCreate OOM not found",
     "blind11/09-verl-32b-rollout-silent-hang": "stats that shrink then stop in an SPMD rollout",
     "blind11/10-verl-v1-rollout-hang": "a rollout that stops after one prompt",

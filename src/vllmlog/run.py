@@ -27,6 +27,9 @@ HIGH_VOLUME = frozenset({
     "nccl_debug", "progress", "server_route", "blank", "request_details", "iteration_stats",
     "batch_debug",  # DEBUG "Running batch with cudagraph_mode …": ~80 % of a real DEBUG log, no rule reads it
 })
+#: Records of a start-up failing (a traceback counts when it names an exception).
+_START_FAIL = frozenset({"traceback", "engine_start_failed", "process_crashed", "engine_fatal", "worker_exception",
+                         "model_load_error", "cuda_oom", "config_error", "engine_dead"})
 #: Kinds that mark the life of a server process.
 LIFECYCLE = frozenset({
     "server_version", "server_args", "engine_config", "server_starting", "server_ready",
@@ -398,6 +401,12 @@ class Pipeline:
                 if st >= 400:
                     self._keep(e)
             return
+        if not srv.ready and "_failed" not in srv.config and k in _START_FAIL and (k != "traceback" or e.fields.get("exc_type")):
+            srv.config["_failed"] = e.line  # a start-up that failed: a later engine config is a new attempt
+        if k == "progress" and "_offline_progress" not in srv.config and e.text.find("Processed prompts") >= 0 \
+                and (e.fields.get("percent") or 0) > 0:
+            srv.config["_offline_progress"] = e.line  # offline LLM.generate at work: the first such bar is kept
+            self._keep(e)
         if k not in HIGH_VOLUME:
             if (k == "shutdown_step" and e.fields.get("action") == "shutdown triggered") or (
                 k == "log" and e.text.find("[shutdown] API server: shutdown triggered") >= 0
@@ -422,7 +431,10 @@ class Pipeline:
             srv = self.servers[-1]
         if k in ("server_version", "server_args"):
             srv.config[seen] = True
-        elif k == "engine_config" and srv.ready and srv.config.get("_engine_config_seen"):
+        elif k == "engine_config" and srv.config.get("_engine_config_seen") and (
+                srv.ready or srv.config.get("_failed") or (f.get("version") and srv.version and f["version"] != srv.version)):
+            # a new engine after the last one served, failed to start, or with another vLLM version: a new start (an
+            # offline LLM(...) tried again in the same session, a retried start-up)
             self._start_server(e)
             srv = self.servers[-1]
         if k == "server_version":

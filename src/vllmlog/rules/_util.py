@@ -360,6 +360,10 @@ def _fill_views(run: Run, views: list[ServerView], by_file: dict[str, list[Serve
                 v.ready_line = v.stats[0].line - 1
             elif (v.file, v.index) in firsts:  # an excerpt that starts mid-serving: requests show it was up
                 v.ready_line = firsts[(v.file, v.index)] - 1
+            else:  # offline inference (LLM.generate, an RL rollout): its progress bar shows prompts processed
+                done = next((e for e in v.events if is_offline_progress(e)), None)
+                if done is not None:
+                    v.ready_line = done.line - 1
     if len(by_file) > 1:
         up = [(w.file, t, w.srv.end_ts) for w in views if w.ready_line is not None
               for t in [w.srv.ready_ts or (w.stats[0].ts if w.stats else None)] if t is not None]
@@ -653,8 +657,14 @@ def kernel_ooms(run: Run, v: ServerView) -> list[Event]:
     return [k for k in kills if str(k.fields.get("pid")) in pids]
 
 
+def is_offline_progress(e: Event) -> bool:
+    """An offline ``LLM.generate`` progress bar that shows prompts processed ('Processed prompts:  41%|…| 842/2048')."""
+    return e.kind == "progress" and (num(e.fields.get("percent")) or 0) > 0 and "Processed prompts" in e.text
+
+
 def was_serving(v: ServerView) -> bool:
-    """The server run served traffic (ready line, stats, requests, HTTP answers or a serving-time traceback)."""
+    """The server run served traffic (ready line, stats, requests, HTTP answers, offline progress or a serving-time
+    traceback)."""
     if v.ready_line is not None:
         return True
     for e in v.events:
