@@ -27,7 +27,6 @@ OPEN = {
     "blind11/03-verl-wakeup-cumem-oom": "a sleep-mode wake-up cuMemCreate OOM not found",
     "blind11/09-verl-32b-rollout-silent-hang": "stats that shrink then stop in an SPMD rollout",
     "blind11/10-verl-v1-rollout-hang": "a rollout that stops after one prompt",
-    "blind11/21-arena-hard-long-gen-timeout": "a client timeout on runaway generations named as KV pressure",
     "blind11/22-agent-proxy-readtimeout-aborts": "a proxy's read-timeout aborts named as KV pressure",
 }
 

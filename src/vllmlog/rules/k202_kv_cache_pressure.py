@@ -49,6 +49,8 @@ class KvCachePressure(Rule):
             if bind == "max_num_seqs" and not preempting:
                 return False
             return True if bind == "kv_cache" else None
+        if symptom.kind == "aborting":
+            return None  # preemption slows requests down; why clients then give up (their timeout) is their side's
         return True if preempting else None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
