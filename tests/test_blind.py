@@ -26,7 +26,6 @@ OPEN = {
     "blind10/11-pd-decode-pod-no-kvconnector-recomputes-prefill": "kv_transfer_params without a KV connector",
     "blind11/03-verl-wakeup-cumem-oom": "a sleep-mode wake-up cuMemCreate OOM not found",
     "blind11/09-verl-32b-rollout-silent-hang": "stats that shrink then stop in an SPMD rollout",
-    "blind11/10-verl-v1-rollout-hang": "a rollout that stops after one prompt",
     "blind11/22-agent-proxy-readtimeout-aborts": "a proxy's read-timeout aborts named as KV pressure",
 }
 

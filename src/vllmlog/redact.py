@@ -30,7 +30,10 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?i)(\b" + _FIELDS + r"""(?:\\?["'])?\s{0,3}[:=]\s{0,3})(?:""" + _SEQ + "|" + _Q + r""")(?=[\s,;:)}]|$)""",
                 re.S), r"\1'[redacted]'"),
     # an unquoted 'Prompt: …' / 'Output: …' label: the rest of its line
-    (re.compile(r"(?i)\b((?:prompt|output|input|completion)s?:)(?![ \t]*'\[redacted\]')[^\n]+"), r"\1 [redacted]"),
+    # (not vLLM's offline progress bar "Processed prompts: 41%|████ | 842/2048 [… est. speed input: 3.88 toks/s, output:
+    # 844.79 toks/s]": counts and rates, no text)
+    (re.compile(r"(?i)\b(?<!Processed )((?:prompt|output|input|completion)s?:)(?![ \t]*'\[redacted\]')(?! {0,3}\d{1,3}%\|)(?! {0,3}[\d.]{1,20} toks/s)[^\n]+"),
+     r"\1 [redacted]"),
     (re.compile(r"(\b(?:prompt|output)_token_ids: )" + _LIST), r"\1[redacted]"),
     # dict / JSON fields echoing user content (validation errors, error bodies, request dumps)
     (re.compile(r"""((?:\\?["'])(?:prompt|content|input|text|messages|output)(?:\\?["'])\s{0,3}:\s{0,3})"""

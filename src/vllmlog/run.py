@@ -27,6 +27,12 @@ HIGH_VOLUME = frozenset({
     "nccl_debug", "progress", "server_route", "blank", "request_details", "iteration_stats",
     "batch_debug",  # DEBUG "Running batch with cudagraph_mode …": ~80 % of a real DEBUG log, no rule reads it
 })
+def _offline_done(e: Event) -> bool:
+    from .rules._util import is_offline_progress
+
+    return is_offline_progress(e)
+
+
 #: Records of a start-up failing (a traceback counts when it names an exception).
 _START_FAIL = frozenset({"traceback", "engine_start_failed", "process_crashed", "engine_fatal", "worker_exception",
                          "model_load_error", "cuda_oom", "config_error", "engine_dead"})
@@ -66,6 +72,8 @@ class ServerRun:
     """HTTP answers of this server run by status code (uvicorn access lines)."""
     api_requests: int = 0
     """POST requests among them (the API's work, not health checks and scrapes)."""
+    offline_last: Any = None
+    """The latest offline ``Processed prompts`` progress bar (``LLM.generate``, RL rollouts), if any."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape."""
@@ -403,10 +411,11 @@ class Pipeline:
             return
         if not srv.ready and "_failed" not in srv.config and k in _START_FAIL and (k != "traceback" or e.fields.get("exc_type")):
             srv.config["_failed"] = e.line  # a start-up that failed: a later engine config is a new attempt
-        if k == "progress" and "_offline_progress" not in srv.config and e.text.find("Processed prompts") >= 0 \
-                and (e.fields.get("percent") or 0) > 0:
-            srv.config["_offline_progress"] = e.line  # offline LLM.generate at work: the first such bar is kept
-            self._keep(e)
+        if k == "progress" and e.text.find("Processed prompts") >= 0:
+            srv.offline_last = e  # the latest offline progress bar (a rollout that stops updating it has stalled)
+            if "_offline_progress" not in srv.config and _offline_done(e):
+                srv.config["_offline_progress"] = e.line  # offline LLM.generate at work: the first such bar is kept
+                self._keep(e)
         if k not in HIGH_VOLUME:
             if (k == "shutdown_step" and e.fields.get("action") == "shutdown triggered") or (
                 k == "log" and e.text.find("[shutdown] API server: shutdown triggered") >= 0

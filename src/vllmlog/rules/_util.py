@@ -657,9 +657,15 @@ def kernel_ooms(run: Run, v: ServerView) -> list[Event]:
     return [k for k in kills if str(k.fields.get("pid")) in pids]
 
 
+_DONE = re.compile(r"\|\s{0,4}(\d{1,12})/\d{1,12} ")
+
+
 def is_offline_progress(e: Event) -> bool:
     """An offline ``LLM.generate`` progress bar that shows prompts processed ('Processed prompts:  41%|…| 842/2048')."""
-    return e.kind == "progress" and (num(e.fields.get("percent")) or 0) > 0 and "Processed prompts" in e.text
+    if e.kind != "progress" or "Processed prompts" not in e.text:
+        return False
+    m = _DONE.search(e.text)
+    return bool(m and int(m.group(1)) > 0) or (num(e.fields.get("percent")) or 0) > 0
 
 
 def was_serving(v: ServerView) -> bool:

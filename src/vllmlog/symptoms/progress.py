@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # pragma: no cover
 _HANG = ("shm_broadcast_timeout", "rpc_timeout", "engine_iteration_timeout")
 #: Waiting > 0 with nothing admitted and nothing changing for this long is a stall (head-of-line blocking).
 NOT_ADMITTED_S = 300.0
+#: An offline progress bar not redrawn for this long (and 20 × its own seconds per prompt) has stopped.
+OFFLINE_SILENT_S = 600.0
+_SPI = re.compile(r"(\d+(?:\.\d+)?)\s?(s/it|it/s)")
 #: A queue that lasts this long without draining is a backlog (the handbook's "waiting > 30 s").
 QUEUE_S = 30.0
 #: A deep queue at the seat limit (Waiting ≥ 2 × max_num_seqs) seen for this long — two 10 s stats intervals,
@@ -139,6 +142,23 @@ def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                           onset=last.ts, end=stop_ts, evidence=u.dedupe(evid), process=last.sample.process,
                           data={"stalled_s": silent, "running": last.running, "stats_stopped": True,
                                 "then_stopped": graceful is not None})
+    # offline inference (LLM.generate, an RL rollout) whose progress bar stops short of 100 % while the log goes on:
+    # tqdm redraws on every finished prompt, so minutes without a redraw — many times its own seconds per prompt —
+    # while other processes keep logging is a generation that stopped
+    last = getattr(v.srv, "offline_last", None)
+    if last is not None and last.ts is not None and v.srv.end_ts is not None and (last.fields.get("percent") or 0) < 100:
+        silent = (v.srv.end_ts - last.ts).total_seconds()
+        m = _SPI.search(last.text)
+        per = float(m.group(1)) if m and m.group(2) == "s/it" else (1.0 / float(m.group(1)) if m and float(m.group(1)) else 1.0)
+        later = [e for e in v.events if e.line > last.line_end]
+        working = any(e.kind == "preemption" for e in later) or any(
+            x.ts is not None and x.ts > last.ts and (x.gen_tps > 0 or x.prompt_tps > 0) for x in st.intervals)
+        if silent >= max(OFFLINE_SILENT_S, 20 * per) and later and not working:
+            yield Symptom("stalled", st.file, st.index, Severity.CRITICAL,
+                          f"No progress: offline generation stopped at {u.msg_of(last)[:80].strip()} — no progress for "
+                          f"{u.secs(silent)} while the log goes on.", onset=last.ts, end=v.srv.end_ts,
+                          evidence=u.dedupe([u.first(last)] + [u.first(e) for e in later[:2]]), process=last.process,
+                          data={"stalled_s": silent, "offline": True, "percent": last.fields.get("percent")})
     # hang timeouts while serving with no stats line to show it (stats off, or the stats stopped)
     if not any(True for xs in st.engines.values() for x in xs if x.stuck):
         tos = [e for e in v.of(*_HANG) if v.serving(e.line) and not v.in_shutdown(e.line)]
