@@ -1,4 +1,4 @@
-"""Blind batches as regression (docs/diagnosis-accuracy.md): every case of tests/data/blind/blind4–11 through the
+"""Blind batches as regression (docs/diagnosis-accuracy.md): every case of tests/data/blind/blind4–13 through the
 diagnosis `vllmlog diagnose --json` prints (in process, to keep the suite fast), judged as bench/score_diagnosis.py
 judges it in its lenient form — the first incident at warning or above has the
 labelled (or an accepted) category; a healthy control has none. The misses still open are strict xfails naming
@@ -27,6 +27,11 @@ OPEN = {
     "blind11/03-verl-wakeup-cumem-oom": "a sleep-mode wake-up cuMemCreate OOM not found",
     "blind11/09-verl-32b-rollout-silent-hang": "stats that shrink then stop in an SPMD rollout",
     "blind11/22-agent-proxy-readtimeout-aborts": "a proxy's read-timeout aborts named as KV pressure",
+    "blind12/06-v0-commandr-silent-engine-hang": "a silent V0 engine loop stop too short before the log ends",
+    "blind13/15-npu-multinode-ray-cgraph-timeout-first-request": "a Ray compiled-graph timeout read as a hang",
+    "blind13/16-maxnumseqs1-benchmark-queue-drains": "a deliberate --max-num-seqs 1 benchmark looks like a misconfigured seat limit",
+    "blind12/17-healthy-v0-030-mixtral-tp8-saturated": "Running pinned at the seat limit with a shallow steady queue is a backlog",
+    "blind12/18-healthy-v0-050-batch256-pinned-max-num-seqs": "Running pinned at the seat limit with a shallow steady queue is a backlog",
 }
 
 
