@@ -30,8 +30,6 @@ OPEN = {
     "blind12/06-v0-commandr-silent-engine-hang": "a silent V0 engine loop stop too short before the log ends",
     "blind13/15-npu-multinode-ray-cgraph-timeout-first-request": "a Ray compiled-graph timeout read as a hang",
     "blind13/16-maxnumseqs1-benchmark-queue-drains": "a deliberate --max-num-seqs 1 benchmark looks like a misconfigured seat limit",
-    "blind12/17-healthy-v0-030-mixtral-tp8-saturated": "Running pinned at the seat limit with a shallow steady queue is a backlog",
-    "blind12/18-healthy-v0-050-batch256-pinned-max-num-seqs": "Running pinned at the seat limit with a shallow steady queue is a backlog",
 }
 
 

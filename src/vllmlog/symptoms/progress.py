@@ -195,7 +195,7 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             stopped = nxt is None and st.lifecycle.shutdown_ts is not None and not _ended_badly(st)  # stopped on request
             if (len(deep) >= 2 or deep_s >= DEEP_QUEUE_S) and (not falling or cut):
                 pass  # several service times of queue; not drained before the server run ended (killed, restarted)
-            elif (drained or stopped or (nxt is None and _closed_loop(run_))) and not growing \
+            elif (drained or stopped or (nxt is None and (_closed_loop(run_) or _pinned(run_)))) and not growing \
                     and max(w) <= min(x.running for x in run_):
                 continue  # a queue that never outgrew the running batch, did not grow and drained (or was still there,
                 # as steady, when the server was stopped, or at the log's end when Running + Waiting stayed constant:
@@ -243,6 +243,11 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                       f"{max(len(long_q), len(hb))} requests queued longer than {QUEUE_S:.0f} s.",
                       onset=ts[0] if ts else None, end=ts[-1] if ts else None, evidence=u.dedupe(evid),
                       data={"long_queue_requests": len(long_q), "wait_lines": len(hb)})
+
+
+def _pinned(run_: list[Interval]) -> bool:
+    """Running at the seat limit in every interval of the stretch: the engine is full, whatever waits behind it."""
+    return bool(run_) and all(x.cap and x.running >= x.cap for x in run_)
 
 
 def _closed_loop(run_: list[Interval]) -> bool:
