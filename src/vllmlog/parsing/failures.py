@@ -114,14 +114,16 @@ PATTERNS = [
         kind="cuda_oom",
         prefix=None,
         contains=" out of memory",
-        regex=r"(?<![\w])(?:NPU|XPU|HPU|MLU|MUSA|HIP) out of memory\.?(?:.{0,200}?[Tt]ried to allocate (?P<_alloc>[\d.]+ [GMK]i?B))?"
+        regex=r"(?<![\w])(?:(?:NPU|XPU|HPU|MLU|MUSA|HIP) out of memory|CUDA [Ee]rror: out of memory)\.?(?:.{0,200}?[Tt]ried to allocate (?P<_alloc>[\d.]+ [GMK]i?B))?"
               r"(?:.{0,200}?\((?:NPU|XPU|HPU|MLU|MUSA|GPU) \d+; ?(?P<_total>[\d.]+ [GMK]i?B) total capacity)?",
         post=_oom,
         examples=[
             "RuntimeError: NPU out of memory. NPUWorkspaceAllocator tried to allocate 1.88 GiB(NPU 0; 60.96 GiB total capacity; 44.12 GiB already allocated; 44.12 GiB current active; 1.21 GiB free)",
             "XPU out of memory. Tried to allocate 2.00 GiB",
+            "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
         ],
-        doc="Out of device memory on another accelerator (Ascend NPU, Intel XPU, Gaudi HPU …).",
+        doc="Out of device memory on another accelerator (Ascend NPU, Intel XPU, Gaudi HPU …), or a CUDA driver call's "
+            "out-of-memory error (vLLM's cumem allocator waking up from sleep mode).",
         source="torch_npu/xpu",
     ),
     LinePattern(

@@ -47,6 +47,8 @@ class RuntimeCudaOom(Rule):
                        "XLA (TPU)" if "RESOURCE_EXHAUSTED" in e.text else "CUDA")
             yield self.finding(
                 f"{dev} out of memory while serving" + (f" (tried to allocate {alloc:.2f} GiB" + (f", {free:.2f} GiB free)" if free is not None else ")") if alloc else "")
+                + ("; while waking up from sleep mode — a process sharing the GPU (a co-located trainer) still held "
+                   "its memory" if ("wake_up" in e.text or "cumem" in e.text) else "")
                 + ("; the engine died" if died else "") + (f"; {am.failed_requests} requests failed" if am.failed_requests else "") + ".",
                 severity=Severity.CRITICAL if died else Severity.ERROR,
                 evidence=u.dedupe([u.ev(e, "out of memory", "OutOfMemoryError"), u.first(e)] + am.evidence, limit=16), first_seen=e.ts,
