@@ -23,7 +23,6 @@ OPEN = {
     "blind8/15-v1-proxy-client-disconnect-silent-abort": "a silent client disconnect (no abort logged)",
     "blind10/06-xpu-tp2-battlemage-pagefault-shm-hang": "one rank's device fault with the peer waiting: a hang, not a death",
     "blind10/07-ascend-pd-1m-proxy-timeout-prefill-force-freed": "a disaggregated-prefill proxy timeout not found",
-    "blind10/11-pd-decode-pod-no-kvconnector-recomputes-prefill": "kv_transfer_params without a KV connector",
     "blind11/09-verl-32b-rollout-silent-hang": "stats that shrink then stop in an SPMD rollout",
     "blind11/22-agent-proxy-readtimeout-aborts": "a proxy's read-timeout aborts named as KV pressure",
     "blind12/06-v0-commandr-silent-engine-hang": "a silent V0 engine loop stop too short before the log ends",

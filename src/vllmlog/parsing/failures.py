@@ -571,6 +571,16 @@ PATTERNS = [
         source="v1",
     ),
     LinePattern(
+        id="cfg.kv_transfer_no_connector",
+        kind="kv_transfer_no_connector",
+        prefix="Got kv_transfer_params, but no KVConnector found",
+        regex=r"^Got kv_transfer_params, but no KVConnector found",
+        examples=["Got kv_transfer_params, but no KVConnector found. Disabling KVTransfer for this request."],
+        doc="A request carries disaggregated-prefill KV-transfer parameters but this engine has no KV connector "
+            "(no --kv-transfer-config): the transfer is dropped and the prompt is prefilled again here.",
+        source="v1",
+    ),
+    LinePattern(
         id="cfg.port_used_by",
         kind="port_in_use",
         prefix="port ",

@@ -16,6 +16,7 @@ RETIRED: frozenset[str] = frozenset()
 _MODULES = [
     "s101_startup_cuda_oom", "s102_startup_worker_killed", "s103_insufficient_free_memory",
     "s104_model_load_failure", "s105_invalid_config", "s106_port_in_use",
+    "s107_kv_transfer_without_connector",
     "k201_kv_cache_too_small", "k202_kv_cache_pressure", "k203_block_allocation_failed",
     "q301_queue_backlog", "q302_slow_generation", "q303_slow_ttft",
     "e401_engine_hang", "e402_scheduler_stall", "e403_engine_dead", "e404_engine_start_failed",
