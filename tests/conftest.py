@@ -46,3 +46,13 @@ def pytest_addoption(parser):
 @pytest.fixture
 def update_golden(request) -> bool:
     return bool(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory):
+    """A real headless Chromium for the HTML tests of one module (its own profile directory)."""
+    from .chromium import Chromium
+
+    b = Chromium(require_tool("chromium"), tmp_path_factory.mktemp("chromium-profile"))
+    yield b
+    b.close()

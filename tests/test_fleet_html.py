@@ -13,18 +13,10 @@ import pytest
 from vllmlog.fleet import synth
 
 from .chromium import Chromium
-from .conftest import require_tool
 
 DATA = Path(__file__).parent / "data" / "fleet"
 EVIL = "evil<img src=x onerror=window.__pwned=1>"
 CHARTS_DONE = "document.body.getAttribute('data-charts-rendered') !== null"
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory):
-    b = Chromium(require_tool("chromium"), tmp_path_factory.mktemp("chromium-profile"))
-    yield b
-    b.close()
 
 
 @pytest.fixture(scope="module")

@@ -23,17 +23,9 @@ from vllmlog.redact import Redactor
 from vllmlog.run import load
 
 from .chromium import Chromium, Page
-from .conftest import DATA, require_tool
+from .conftest import DATA
 
 INJECTION = DATA / "analyze" / "injection.log"
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory):
-    exe = require_tool("chromium")
-    b = Chromium(exe, tmp_path_factory.mktemp("chromium-profile"))
-    yield b
-    b.close()
 
 
 @pytest.fixture(scope="module")

@@ -14,18 +14,10 @@ from vllmlog.export.html import write_report
 from vllmlog.startup import startups
 
 from .chromium import Chromium, Page
-from .conftest import DATA, require_tool
+from .conftest import DATA
 from .test_traces import T1, TRACED, _log_id
 
 GPU_FAIL = DATA / "heldout" / "01-v1-cudagraph-capture-oom.log"
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory):
-    exe = require_tool("chromium")
-    b = Chromium(exe, tmp_path_factory.mktemp("chromium-profile"))
-    yield b
-    b.close()
 
 
 def _open(browser: Chromium, a, tmp_path: Path, name: str) -> Page:  # type: ignore[no-untyped-def]
