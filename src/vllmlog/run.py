@@ -7,6 +7,7 @@ moment. Both call ``Pipeline.feed(batch)``; rules read the resulting ``Run``.
 from __future__ import annotations
 
 import os
+import re
 
 import gc
 from collections import Counter
@@ -27,10 +28,17 @@ HIGH_VOLUME = frozenset({
     "nccl_debug", "progress", "server_route", "blank", "request_details", "iteration_stats",
     "batch_debug",  # DEBUG "Running batch with cudagraph_mode …": ~80 % of a real DEBUG log, no rule reads it
 })
-def _offline_done(e: Event) -> bool:
-    from .rules._util import is_offline_progress
 
-    return is_offline_progress(e)
+
+_OFFLINE_DONE = re.compile(r"\|\s{0,4}(\d{1,12})/\d{1,12} ")
+
+
+def is_offline_progress(e: Event) -> bool:
+    """An offline ``LLM.generate`` progress bar that shows prompts processed ('Processed prompts:  41%|…| 842/2048')."""
+    if e.kind != "progress" or "Processed prompts" not in e.text:
+        return False
+    m = _OFFLINE_DONE.search(e.text)
+    return bool(m and int(m.group(1)) > 0) or (e.fields.get("percent") or 0) > 0
 
 
 #: Records of a start-up failing (a traceback counts when it names an exception).
@@ -413,7 +421,7 @@ class Pipeline:
             srv.config["_failed"] = e.line  # a start-up that failed: a later engine config is a new attempt
         if k == "progress" and e.text.find("Processed prompts") >= 0:
             srv.offline_last = e  # the latest offline progress bar (a rollout that stops updating it has stalled)
-            if "_offline_progress" not in srv.config and _offline_done(e):
+            if "_offline_progress" not in srv.config and is_offline_progress(e):
                 srv.config["_offline_progress"] = e.line  # offline LLM.generate at work: the first such bar is kept
                 self._keep(e)
         if k not in HIGH_VOLUME:

@@ -12,6 +12,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..model import Event
+from ..run import is_offline_progress  # noqa: F401 - the fold's own test, used by ServerView and was_serving
 from .base import Evidence
 
 if TYPE_CHECKING:
@@ -655,17 +656,6 @@ def kernel_ooms(run: Run, v: ServerView) -> list[Event]:
     if not pids:
         return kills
     return [k for k in kills if str(k.fields.get("pid")) in pids]
-
-
-_DONE = re.compile(r"\|\s{0,4}(\d{1,12})/\d{1,12} ")
-
-
-def is_offline_progress(e: Event) -> bool:
-    """An offline ``LLM.generate`` progress bar that shows prompts processed ('Processed prompts:  41%|…| 842/2048')."""
-    if e.kind != "progress" or "Processed prompts" not in e.text:
-        return False
-    m = _DONE.search(e.text)
-    return bool(m and int(m.group(1)) > 0) or (num(e.fields.get("percent")) or 0) > 0
 
 
 def was_serving(v: ServerView) -> bool:

@@ -145,7 +145,7 @@ def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     # offline inference (LLM.generate, an RL rollout) whose progress bar stops short of 100 % while the log goes on:
     # tqdm redraws on every finished prompt, so minutes without a redraw — many times its own seconds per prompt —
     # while other processes keep logging is a generation that stopped
-    last = getattr(v.srv, "offline_last", None)
+    last = v.srv.offline_last
     if last is not None and last.ts is not None and v.srv.end_ts is not None and (last.fields.get("percent") or 0) < 100:
         silent = (v.srv.end_ts - last.ts).total_seconds()
         m = _SPI.search(last.text)

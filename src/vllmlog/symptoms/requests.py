@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import Any, TYPE_CHECKING, Iterator
+from typing import Any, TYPE_CHECKING, Callable, Iterator
 
 from ..rules import _util as u
 from ..rules.base import Severity
@@ -78,12 +78,13 @@ def failing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
         xm = str(exc.fields.get("exc_message") or "")
         what += f"; {(xt + (': ' + xm if xm else '')) if xt else u.msg_of(exc)}"[:122]
     later_ok = any(x.ts and t1 and x.ts > t1 and x.gen_tps > 0 for x in st.intervals)
+    cat = _failing_category(fails)
+    if req_tb and len(req_tb) >= len(e5) / 2 and later_ok and cat is None:
+        cat = "bad_request_params"  # the requests failed in their own handling while the engine kept generating
     yield Symptom("failing", st.file, st.index, sev, what + ".", onset=t0, end=t1,
                   trend="recovering" if later_ok else "stable",
                   evidence=u.dedupe(([u.ev(exc), u.first(exc)] if exc is not None else []) + [u.first(e) for e in evs[:6]]),
-                  category=("bad_request_params" if req_tb and len(req_tb) >= len(e5) / 2 and later_ok
-                            and _failing_category(fails) in (None, "bad_request_params") else _failing_category(fails)),
-                  process=evs[0].process,
+                  category=cat, process=evs[0].process,
                   data={"failed": n, "http_5xx": len(e5), "share": share, "request_tracebacks": len(req_tb)})
 
 
@@ -98,25 +99,8 @@ _ENGINE_PATH = re.compile(r"EngineDead|engine/core|core_client|async_llm_engine\
 def _request_tracebacks(v: u.ServerView, e5: list[Event]) -> list[Event]:
     """The tracebacks the API server printed while handling a request, each right before (≤ 3 records, ≤ 2 s)
     one of the 5xx answers, with its frames in request handling and none in the engine."""
-    if not e5:
-        return []
-    evs = v.events
-    pos = {id(e): i for i, e in enumerate(evs)}
-    out: list[Event] = []
-    for a in e5:
-        i = pos.get(id(a))
-        if i is None:
-            continue
-        for e in reversed(evs[max(0, i - 3):i]):
-            if e.kind == "http_access":
-                break
-            if e.fields.get("exc_type") and e.line_end >= a.line - 3 and (
-                    e.ts is None or a.ts is None or 0 <= (a.ts - e.ts).total_seconds() <= 2) \
-                    and _REQUEST_PATH.search(e.text) and not _ENGINE_PATH.search(e.text):
-                if e not in out:
-                    out.append(e)
-                break
-    return out
+    return _records_before(v, e5, 3, lambda e: bool(e.fields.get("exc_type")) and bool(_REQUEST_PATH.search(e.text))
+                           and not _ENGINE_PATH.search(e.text))
 
 
 def _failing_category(fails: list[Event]) -> str | None:
@@ -200,18 +184,27 @@ def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
 def _reasons_before(v: u.ServerView, acc: list[Event]) -> list[Event]:
     """For each 4xx access line, the ERROR/WARNING record logged just before it (≤ 4 lines, ≤ 2 s earlier):
     the API server's own words for why it rejected the request."""
+    return _records_before(v, acc, 4, lambda e: e.level in ("ERROR", "WARNING"))
+
+
+def _records_before(v: u.ServerView, answers: list[Event], n: int, pred: Callable[[Event], bool]) -> list[Event]:
+    """For each access line in ``answers``, the nearest record ``pred`` accepts among the ``n`` records before it —
+    no other access line between, ending ≤ ``n`` lines and ≤ 2 s before it: what the API server logged about that
+    request (each record once, in answer order)."""
+    if not answers:
+        return []
     evs = v.events
     pos = {id(e): i for i, e in enumerate(evs)}
     out: list[Event] = []
-    for a in acc:
+    for a in answers:
         i = pos.get(id(a))
         if i is None:
             continue
-        for e in reversed(evs[max(0, i - 4):i]):
+        for e in reversed(evs[max(0, i - n):i]):
             if e.kind == "http_access":
                 break
-            if e.level in ("ERROR", "WARNING") and a.line - e.line_end <= 4 and (
-                    e.ts is None or a.ts is None or 0 <= (a.ts - e.ts).total_seconds() <= 2):
+            if a.line - e.line_end <= n and (e.ts is None or a.ts is None or 0 <= (a.ts - e.ts).total_seconds() <= 2) \
+                    and pred(e):
                 if e not in out:
                     out.append(e)
                 break
