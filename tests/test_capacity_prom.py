@@ -5,12 +5,9 @@
 from __future__ import annotations
 
 import csv
-import http.server
 import json
 import shutil
-import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -24,6 +21,8 @@ from vllmlog.prommetrics.exposition import load_snapshot_files
 from vllmlog.prommetrics.merge import add_history
 from vllmlog.run import load
 from vllmlog.state import service_states
+
+from .snapshots import free_port, serve_snapshots
 
 DATA = Path(__file__).parent / "data"
 METRICS = DATA / "metrics"
@@ -95,12 +94,6 @@ def test_sizing_sees_the_histograms_through_the_run() -> None:
     assert b.core.load.lengths.basis == "logged" and a.core.load.lengths.basis == "estimated"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_capacity_cli_reads_the_histograms_from_a_real_prometheus(tmp_path: Path, capsys) -> None:
     """A local prometheus scrapes the 02 snapshots one after another; `capacity --prometheus` pulls the histogram
@@ -109,24 +102,9 @@ def test_capacity_cli_reads_the_histograms_from_a_real_prometheus(tmp_path: Path
     if binary is None:
         pytest.skip("prometheus not installed")
     bodies = [(METRICS / f"{n}.prom").read_bytes() for n in RUNS["02"][1]]
-    state = {"hits": 0}
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            body = bodies[min(state["hits"], len(bodies) - 1)]
-            state["hits"] += 1
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    port = _free_port()
+    srv = serve_snapshots(bodies)
+    served = srv.RequestHandlerClass
+    port = free_port()
     (tmp_path / "prometheus.yml").write_text(
         "global:\n  scrape_interval: 500ms\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n"
         f"      - targets: ['127.0.0.1:{srv.server_address[1]}']\n")
@@ -138,7 +116,7 @@ def test_capacity_cli_reads_the_histograms_from_a_real_prometheus(tmp_path: Path
         deadline = time.monotonic() + 40
         while time.monotonic() < deadline:
             time.sleep(0.25)
-            if state["hits"] > len(bodies) + 1:
+            if served.hits > len(bodies) + 1:
                 try:
                     r = httpx.get(base + "/api/v1/query", params={"query": "count(vllm:request_prompt_tokens_count)"})
                     if r.status_code == 200 and r.json()["data"]["result"]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ from vllmlog.errors import InputError
 from vllmlog.fleet import analyze_fleet, synth
 from vllmlog.fleet.inputs import ReplicaSpec
 from vllmlog.fleet.prom import owner, with_prometheus
+
+from .snapshots import free_port
 
 DATA = Path(__file__).parent / "data" / "fleet"
 LIGHT = str(DATA / "light-load.log.gz")
@@ -36,12 +37,6 @@ def _bin(name: str) -> str:
             pytest.fail(f"{name} is required in CI (apt-get install prometheus)")
         pytest.skip(f"{name} not installed")
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _points(rng: dict, step: float = 5.0) -> list[float]:
@@ -100,7 +95,7 @@ def prometheus(fleet) -> Iterator[str]:
     p = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tmp / "data")],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    port = _free_port()
+    port = free_port()
     (tmp / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\n")
     proc = subprocess.Popen([binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
                              "--storage.tsdb.retention.time=100y", f"--web.listen-address=127.0.0.1:{port}"],

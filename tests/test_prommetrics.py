@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import http.server
 import os
 import json
 import math
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +25,8 @@ from vllmlog.prommetrics import (
 from vllmlog.prommetrics.catalog import renamed
 from vllmlog.prommetrics.rates import histogram_quantile
 from vllmlog.prommetrics.versions import guess_version, version_from_log
+
+from .snapshots import serve_snapshots
 
 DATA = Path(__file__).parent / "data" / "metrics"
 FINDING_KEYS = {"code", "rule", "category", "severity", "title", "message", "evidence", "root_cause", "remediation",
@@ -171,32 +171,11 @@ def test_every_check_is_documented() -> None:
 
 # --- live scrape against a local HTTP server ---------------------------------------------------------
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    bodies: list[bytes] = []
-    hits = 0
-
-    def do_GET(self) -> None:  # noqa: N802
-        cls = type(self)
-        body = cls.bodies[min(cls.hits, len(cls.bodies) - 1)]
-        cls.hits += 1
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def metrics_server() -> Iterator[tuple[str, type]]:
-    handler = type("H", (_Handler,), {"bodies": [], "hits": 0})
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
+    srv = serve_snapshots([])
     try:
-        yield f"127.0.0.1:{srv.server_address[1]}", handler
+        yield f"127.0.0.1:{srv.server_address[1]}", srv.RequestHandlerClass
     finally:
         srv.shutdown()
         srv.server_close()

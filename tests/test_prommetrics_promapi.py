@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import shutil
-import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,14 +20,10 @@ from vllmlog.prommetrics.catalog import parse_version
 from vllmlog.prommetrics.promapi import fetch_history, history_points, history_selector, history_stats_samples
 from vllmlog.prommetrics.scrape import build_report
 
+from .snapshots import free_port, serve_snapshots
+
 DATA = Path(__file__).parent / "data" / "metrics"
 SNAPSHOTS = [DATA / f"P2-metrics-{i}.prom" for i in range(5, 13)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _prometheus_bin() -> str:
@@ -54,25 +47,10 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A prometheus on 127.0.0.1 scraping a tiny server that serves the P2 snapshots one after another."""
     binary = _prometheus_bin()
     bodies = [p.read_bytes() for p in SNAPSHOTS]
-    state = {"hits": 0}
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            body = bodies[min(state["hits"], len(bodies) - 1)]
-            state["hits"] += 1
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = serve_snapshots(bodies)
+    served = srv.RequestHandlerClass
     tmp = tmp_path_factory.mktemp("prom")
-    port = _free_port()
+    port = free_port()
     (tmp / "rules.yml").write_text(render_prometheus(parse_version("0.32.0")))
     (tmp / "prometheus.yml").write_text(
         "global:\n  scrape_interval: 500ms\n  evaluation_interval: 500ms\n"
@@ -87,7 +65,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         # conditions, not times: every snapshot scraped, then the final (frozen) one held for >= 4 s of samples
         # and a 1 s-step history of >= 8 points over all of them (the tests' rates, quantiles and hang need it)
         def ready() -> bool:
-            if state["hits"] < len(bodies) + 8:  # the final body served 9 times at 500 ms
+            if served.hits < len(bodies) + 8:  # the final body served 9 times at 500 ms
                 return False
             r = httpx.get(base + "/api/v1/query", params={"query": "count_over_time(vllm:num_requests_running[1m])"},
                           timeout=10)
