@@ -43,12 +43,15 @@ def _doc(fa) -> str:
     return json.dumps(fa.to_dict(), sort_keys=True, default=str)
 
 
+def _run(fleet: Path, engine: str, out: Path):  # type: ignore[no-untyped-def]
+    """The fleet analysed by ``engine`` into ``out``, and the Parquet rows it wrote (name → bytes)."""
+    fa = analyze_fleet([str(fleet / "logs")], engine=engine, workers=2, out_dir=str(out))
+    return fa, {p.name: p.read_bytes() for p in (out / "rows").glob("*.parquet")}
+
+
 def test_ray_and_local_identical(cluster, fleet: Path) -> None:
-    out = str(fleet / "out")
-    local = analyze_fleet([str(fleet / "logs")], engine="local", workers=2, out_dir=out)
-    rows_local = {p.name: p.read_bytes() for p in (fleet / "out" / "rows").glob("*.parquet")}
-    on_ray = analyze_fleet([str(fleet / "logs")], engine="ray", workers=2, out_dir=out)
-    rows_ray = {p.name: p.read_bytes() for p in (fleet / "out" / "rows").glob("*.parquet")}
+    local, rows_local = _run(fleet, "local", fleet / "out")
+    on_ray, rows_ray = _run(fleet, "ray", fleet / "out")
     assert _doc(on_ray) == _doc(local)
     assert rows_ray.keys() == rows_local.keys() and len(rows_ray) == 6
     # the tasks really ran in Ray's worker processes: the cluster saw them
@@ -75,11 +78,8 @@ def test_cli_engine_ray_starts_its_own_loopback_ray(fleet: Path, tmp_path: Path)
 def test_ray_data_and_local_identical(cluster, fleet: Path, tmp_path: Path) -> None:
     """`--engine ray-data`: a Ray Data map over the replicas' specs on the same real local Ray: the same document
     and rows as `--engine local`."""
-    out = str(tmp_path / "out")
-    local = analyze_fleet([str(fleet / "logs")], engine="local", workers=2, out_dir=out)
-    rows_local = {p.name: p.read_bytes() for p in (tmp_path / "out" / "rows").glob("*.parquet")}
-    on_data = analyze_fleet([str(fleet / "logs")], engine="ray-data", workers=2, out_dir=out)
-    rows_data = {p.name: p.read_bytes() for p in (tmp_path / "out" / "rows").glob("*.parquet")}
+    local, rows_local = _run(fleet, "local", tmp_path / "out")
+    on_data, rows_data = _run(fleet, "ray-data", tmp_path / "out")
     assert _doc(on_data) == _doc(local)
     assert rows_data == rows_local and len(rows_data) == 6
 
