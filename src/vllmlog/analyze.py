@@ -161,6 +161,7 @@ def red_use(run: Run, numbers: dict[str, Any] | None = None) -> dict[str, Any]:
             "total": r["total"], "by_status": {k: v for k, v in r["by_status"].items() if v},
             "finished": r["finished"], "failed": r["failed"], "aborted": r["aborted"],
             "failed_or_aborted": r["failed"] + r["aborted"], "unfinished": r["by_status"]["unfinished"],
+            "evicted": r.get("evicted", 0),
             "error_rate": r["error_rate"], "abort_rate": r["abort_rate"],
             "rate_per_s": r["rate_per_s"], "rate": r["rate"],
             "http": {"total": http["total"], "errors": http["errors"], "5xx": http["5xx"], "by_status": http["by_status"]},

@@ -160,5 +160,6 @@ def of_run(run: Run) -> Coverage:
     evicted = getattr(run, "journeys_evicted", 0)
     if evicted:
         cov.gaps.append(Gap("requests_evicted", f"{evicted:,} requests were still open when the in-flight limit was "
-                            "reached and were closed as unfinished", None, evicted))
+                            "reached and were closed as unfinished (evicted from memory: counted, their timings "
+                            "are not in the percentiles)", None, evicted))
     return cov

@@ -48,6 +48,9 @@ _NOT_FINISH = frozenset({"streaming_complete", "None"})
 _END_KINDS = frozenset({"request_finished", "request_failed", "request_rejected", "request_exception", "response_generated"})
 _GEN_PATH = re.compile(r"/v1/(?:chat/)?completions|/generate|/v1/embeddings|/v1/responses|/pooling|/score|/rerank")
 
+#: ``Journey.reason`` of an open request closed because the in-flight bound was reached.
+EVICTED_REASON = "no end line before the tracking limit"
+
 #: Column order of the requests table (``to_dict`` / CSV / Parquet).
 COLUMNS = (
     "request_id", "engine_request_id", "file", "server", "attempt", "status", "reason", "finish_reason",
@@ -232,7 +235,10 @@ class JourneyBuilder:
         linger: int = 2048,
         max_open: int = 200_000,
     ) -> None:
-        self.open: dict[str, Journey] = {}
+        self.open: OrderedDict[str, Journey] = OrderedDict()
+        """Open journeys, oldest first. Ordered so the oldest leaves in O(1) when ``max_open`` bites: in a plain
+        dict the slots of the removed oldest entries stay at the front until the next resize and every
+        ``next(iter(...))`` walks over them (600k never-finished requests: 23 s instead of 2.5 s)."""
         self.done: list[Journey] = []
         self.server = 0
         self.file: str | None = None
@@ -241,6 +247,9 @@ class JourneyBuilder:
         self.linger = linger
         self.max_open = max_open
         self.evicted = 0
+        self.evicted_sink: Callable[[Journey], None] | None = None
+        """Where an evicted journey goes instead of ``done`` when journeys are kept (``analyze``: folded into
+        counts, not kept whole, so memory stays bounded by ``max_open``); None: kept like any other."""
         self.closing: OrderedDict[str, Journey] = OrderedDict()
         self.alias: dict[str, str] = {}
         self.clean_shutdown = False
@@ -288,15 +297,16 @@ class JourneyBuilder:
         self.alias.clear()
         self._last = None
 
-    def _emit(self, j: Journey, clean: bool | None = None) -> None:
-        """Finalize a journey and hand it on (sink, kept list); ``clean`` overrides the shutdown verdict."""
+    def _emit(self, j: Journey, clean: bool | None = None, keep: bool = True) -> None:
+        """Finalize a journey and hand it on (sink, kept list); ``clean`` overrides the shutdown verdict,
+        ``keep=False`` leaves it out of the kept list."""
         if self.spans is not None:
             self.spans.on_emit(j)  # its llm_request span, if the traces have one
         j.finalize((self.clean_shutdown if j.server == self.server else False) if clean is None else clean)
         self.emitted += 1
         if self.sink is not None:
             self.sink(j)
-        if self.keep:
+        if self.keep and keep:
             self.done.append(j)
 
     def _close(self, j: Journey) -> None:
@@ -313,14 +323,17 @@ class JourneyBuilder:
             self._emit(self.closing.popitem(last=False)[1])
 
     def _evict(self) -> None:
-        """Bound memory: the oldest open journey (no end line for a long time) leaves as unfinished."""
-        old = next(iter(self.open.values()))
-        old.reason = old.reason or "no end line before the tracking limit"
+        """Bound memory: the oldest open journey (no end line for a long time) leaves as unfinished — to the
+        sink and to ``evicted_sink`` when one is set (then not into ``done``: the kept list stays bounded)."""
+        _key, old = self.open.popitem(last=False)
+        old.reason = old.reason or EVICTED_REASON
         self.evicted += 1
-        self.open.pop(old.request_id)
         for a in old.aliases:
             self.alias.pop(a, None)
-        self._emit(old, clean=False)
+        es = self.evicted_sink
+        self._emit(old, clean=False, keep=es is None)
+        if es is not None:
+            es(old)
 
     def add_span(self, rs: Any) -> bool:
         """Live: a request span for a journey still held (open or lingering) ends it with the span's numbers.

@@ -267,6 +267,45 @@ class RequestStats:
             if ok_all:
                 c[f"all_{known}_ok"] += 1
 
+    def merge(self, other: RequestStats) -> None:
+        """Fold another ``RequestStats`` in: the same document as if its journeys had been added here (the
+        distributions sort their values and sums are exact, so the order of folding does not matter)."""
+        self.total += other.total
+        for mine, theirs in ((self.by_status, other.by_status), (self.by_reason, other.by_reason),
+                             (self.by_http, other.by_http), (self.status_sources, other.status_sources),
+                             (self.not_successful, other.not_successful), (self.slo_counts, other.slo_counts)):
+            mine.update(theirs)
+        for b, per in other.values.items():
+            for k, arr in per.items():
+                self.values[b][k].extend(arr)
+        for k, c in other.sources.items():
+            self.sources[k].update(c)
+        for k, r in other.resolution.items():
+            if r > self.resolution.get(k, 0.0):
+                self.resolution[k] = r
+        for b, arr in other.abort_times.items():
+            self.abort_times[b].extend(arr)
+        self.prompt_tokens.extend(other.prompt_tokens)
+        self.output_tokens.extend(other.output_tokens)
+        self.preemptions += other.preemptions
+        self.preempted_requests += other.preempted_requests
+        self.queue_wait_exceeded += other.queue_wait_exceeded
+        self.retries += other.retries
+        self.arrivals += other.arrivals
+        a = other.first_arrival
+        if a is not None and (self.first_arrival is None or a < self.first_arrival):
+            self.first_arrival = a
+        a = other.last_arrival
+        if a is not None and (self.last_arrival is None or a > self.last_arrival):
+            self.last_arrival = a
+        if other.arrival_resolution_s > self.arrival_resolution_s:
+            self.arrival_resolution_s = other.arrival_resolution_s
+        for f, arr in other.arrival_times.items():
+            mine_arr = self.arrival_times.get(f)
+            if mine_arr is None:
+                mine_arr = self.arrival_times[f] = array("d")
+            mine_arr.extend(arr)
+
     # -- documents
     @property
     def finished(self) -> int:
@@ -663,9 +702,15 @@ def compute(run: Run, rs: RequestStats | None = None, slo: SloTargets | None = N
     tokens, throughput, kv_cache_usage, queue, batch_size, prefix_cache_hit_rate, preemptions, http,
     slo, unmeasured`` (+ ``waiting``: how long Waiting stayed > 0).
 
-    ``rs`` holds journeys already folded in while streaming; without it ``run.journeys`` is folded."""
+    ``rs`` holds journeys already folded in while streaming; without it ``run.journeys`` is folded, with the
+    open requests the in-flight bound evicted (``run.evicted``: folded into counts, not kept whole).
+    ``requests.evicted`` says how many of the ``unfinished`` were evicted from memory (their timings are
+    not in the percentiles)."""
     if rs is None:
         rs = fold(run.journeys, slo)
+        ev = getattr(run, "evicted", None)
+        if ev is not None:
+            rs.merge(ev.stats)
     use = engine_use(run.series, max_num_seqs(run))
     lat = rs.latency_dict()
     pre = preemptions(run, rs, use["stats_preemptions"])
@@ -674,6 +719,7 @@ def compute(run: Run, rs: RequestStats | None = None, slo: SloTargets | None = N
     w = use["queue"]["waiting"]
     rate = req["rate"]
     wspan = waiting_span(run.series, use["queue"]["source"])
+    req["evicted"] = int(getattr(run, "journeys_evicted", 0) or 0)
     return {
         "requests": req,
         "latency": lat,

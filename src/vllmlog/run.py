@@ -96,6 +96,27 @@ class ServerRun:
         }
 
 
+class EvictedJourneys:
+    """Open requests the in-flight bound closed as unfinished while journeys are kept (``analyze``): folded into
+    the counts the numbers show (``numbers.RequestStats``: 8 bytes a value) and counted per server run, never
+    kept whole — ``Run.journeys`` holds at most ``JourneyBuilder.max_open`` of them, whatever the log's size."""
+
+    def __init__(self) -> None:
+        from .numbers import RequestStats
+
+        self.stats = RequestStats()
+        self.servers: Counter[tuple[str, int]] = Counter()
+        """(file, server run index) → requests evicted from it."""
+
+    def add(self, j: Journey) -> None:
+        """Fold one evicted (finalized, unfinished) journey in."""
+        self.stats.add(j)
+        self.servers[(j.file, j.server)] += 1
+
+    def __len__(self) -> int:
+        return self.stats.total
+
+
 @dataclass
 class Run:
     """Everything the diagnosis rules, timeline and reports read about one analysis."""
@@ -120,6 +141,9 @@ class Run:
     """What the trace input held and how it joined (``TraceStats`` + ``SpanJoiner`` counts); None without traces."""
     journeys_evicted: int = 0
     """Open requests closed as unfinished because the in-flight bound was reached."""
+    evicted: EvictedJourneys | None = None
+    """Those of them not in ``journeys`` (kept as counts only); None when every evicted journey went to a sink
+    (streaming ``summary``, ``watch``) or none was evicted."""
     prometheus: dict[str, list[Any]] = field(default_factory=dict)
     """Per-target ``/metrics`` snapshots merged by ``--prometheus`` (``prommetrics.merge``): the histograms the
     stats samples do not carry (request lengths, time in queue) for ``capacity``."""
@@ -177,6 +201,9 @@ class Pipeline:
         traces: Any = None,
     ) -> None:
         self.journeys = JourneyBuilder(sink=journey_sink, keep=keep_journeys)
+        self.evicted = EvictedJourneys() if keep_journeys else None
+        if self.evicted is not None:
+            self.journeys.evicted_sink = self.evicted.add  # memory bounded by max_open, not by the log's size
         self.trace_spans: list[Any] = []
         self.trace_stats: Any = None
         self.joiner: Any = None
@@ -502,6 +529,7 @@ class Pipeline:
             http_paths=self.http_paths, parse_stats=stats or ParseStats(), start_ts=self.start_ts,
             end_ts=self.end_ts, notable_dropped=self.notable_dropped, trace_spans=self.trace_spans,
             traces=self._traces_dict(), journeys_evicted=self.journeys.evicted,
+            evicted=self.evicted if self.evicted else None,
         )
 
 

@@ -120,8 +120,20 @@ def requests_text(req: dict[str, Any]) -> str:
         return "0 requests"
     st = ", ".join(f"{v:,} {k}" for k, v in req["by_status"].items() if v)
     fin = req["finished"]
+    ev = evicted_text(req)
     return (f"{plural(tot, 'request')} · {rate_text(req)} · {st} · errors {ratio_text(req['failed'], fin)}"
-            f" · aborts {ratio_text(req['aborted'], fin)} of finished")
+            f" · aborts {ratio_text(req['aborted'], fin)} of finished" + (f" · {ev}" if ev else ""))
+
+
+def evicted_text(req: dict[str, Any]) -> str:
+    """``1,000 requests never finished; 900 evicted from memory, their timings are not in the percentiles``
+    — or '' when the in-flight bound evicted none (every output says so when it did)."""
+    ev = req.get("evicted") or 0
+    if not ev:
+        return ""
+    unf = (req.get("by_status") or {}).get("unfinished", req.get("unfinished", 0)) or 0
+    return (f"{plural(unf, 'request')} never finished; {ev:,} evicted from memory (the in-flight limit), "
+            "their timings are not in the percentiles")
 
 
 def preemptions_text(pre: dict[str, Any], versions: list[str] | None = None) -> str:

@@ -36,7 +36,7 @@ from ..parsing.fields import dumps_safe
 from ..parsing.templates import template as mask_template
 from ..redact import DEFAULT as DEFAULT_REDACTOR
 from ..redact import Redactor
-from ..textview import (basis_text, fmt_duration, latency_cell, plural, preemptions_text, rate_text, ratio_text,
+from ..textview import (basis_text, evicted_text, fmt_duration, latency_cell, plural, preemptions_text, rate_text, ratio_text,
                         resolution_text, span_text, unmeasured_lines, waiting_text)
 from .charts import MAX_POINTS, OK_STATUSES, _nice_step, build_charts, incident_windows, time_range
 from ..capacity.htmlview import capacity_section
@@ -155,7 +155,7 @@ def _red_use(a: Analysis, rd: Redactor) -> str:
     red = [("requests", plural(r["total"], "request")), ("rate", rate_text(r)), ("outcomes", outcomes),
            ("errors (of finished)", ratio_text(r.get("failed", 0), fin)),
            ("aborts (of finished)", ratio_text(r.get("aborted", 0), fin)),
-           ("unfinished", f"{r['unfinished']:,}"),
+           ("unfinished", f"{r['unfinished']:,}" + (f" ({evicted_text(r)})" if r.get("evicted") else "")),
            ("HTTP errors", f"{r['http']['errors']:,} of {r['http']['total']:,}")]
     rows = [(m, lbl, d.get(m) or {}) for m, lbl in (("queue_s", "queue"), ("ttft_s", "TTFT"), ("tpot_s", "TPOT"),
                                                     ("e2e_s", "e2e"))]
