@@ -1,11 +1,14 @@
 """Peak memory of ``analyze`` on logs of never-finished requests (issue 15: 3 M took 2.45 GB).
 
     PYTHONPATH=src python bench/bench_open_requests.py [--counts 10000,200000,600000,3000000] [--stage analyze]
+                                                       [--ref-src OTHER_CHECKOUT/src]
 
 Each log holds N requests that the engine accepted and that never end (``Added request …``, vLLM V1 at INFO
 without ``--enable-log-outputs``: no finish line for completions). Each stage runs in a fresh child process;
 the figure is the child's peak RSS (``ru_maxrss``) and its ratio to the smallest count of the same run (the
 reference: a bounded analysis stays near 1× once N passes the in-flight cap, ``JourneyBuilder.max_open``).
+``--ref-src`` runs the same logs with another checkout's ``src`` (e.g. the commit before a change) and prints
+each figure beside it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import tempfile
 STAGES = {
     "load": "from vllmlog.run import load\nr = load(P)\nn = len(r.journeys); ev = r.journeys_evicted",
     "analyze": "from vllmlog.analyze import analyze\na = analyze(P)\nn = len(a.run.journeys); ev = a.run.journeys_evicted",
-    "summary": "from vllmlog.summary import summarize_paths\nd = summarize_paths(P)\nn = 0; ev = d['requests']['evicted']",
+    "summary": "from vllmlog.summary import summarize_paths\nd = summarize_paths(P)\nn = 0; ev = d['requests'].get('evicted')",
 }
 
 CHILD = """
@@ -46,23 +49,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--counts", default="10000,200000,600000,3000000")
     ap.add_argument("--stage", default="analyze", choices=sorted(STAGES))
+    ap.add_argument("--ref-src", help="another checkout's src directory, run on the same logs")
     a = ap.parse_args()
     counts = [int(c) for c in a.counts.split(",")]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src") + (
-        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    ref = None
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    trees = [("this", here)] + ([("ref", os.path.abspath(a.ref_src))] if a.ref_src else [])
+    first: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for n in counts:
             p = os.path.join(tmp, f"open-{n}.log")
             write_log(p, n)
-            out = subprocess.run([sys.executable, "-c", CHILD.format(code=STAGES[a.stage]), p], env=env,
-                                 capture_output=True, text=True, check=True).stdout
-            r = json.loads(out.strip().splitlines()[-1])
-            ref = ref or r["rss_mb"]
-            print(f"{a.stage:8s} {n:>10,} never-finished requests: peak RSS {r['rss_mb']:7.1f} MB "
-                  f"({r['rss_mb'] / ref:4.2f}x the {counts[0]:,} reference), kept {r['kept']:,}, "
-                  f"evicted {r['evicted']:,}, {r['wall']:.1f} s wall", flush=True)
+            for name, src in trees:
+                env = dict(os.environ)
+                env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+                out = subprocess.run([sys.executable, "-c", CHILD.format(code=STAGES[a.stage]), p], env=env,
+                                     capture_output=True, text=True, check=True).stdout
+                r = json.loads(out.strip().splitlines()[-1])
+                ref = first.setdefault(name, r["rss_mb"])
+                print(f"{name:4s} {a.stage:8s} {n:>10,} never-finished requests: peak RSS {r['rss_mb']:7.1f} MB "
+                      f"({r['rss_mb'] / ref:4.2f}x its {counts[0]:,} reference), kept {r['kept']:,}, "
+                      f"evicted {r['evicted']:,}, {r['wall']:.1f} s wall", flush=True)
             os.unlink(p)
 
 
