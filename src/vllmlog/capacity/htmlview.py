@@ -77,7 +77,7 @@ def capacity_section(run: Run, numbers: dict[str, Any] | None = None) -> str:
     try:
         from . import plan
 
-        p = plan(run, numbers=numbers)
+        p = plan(run, numbers=numbers, detail=False)  # the section shows the servers' plans only
     except Exception as exc:  # noqa: BLE001 - a section never breaks the report; say why instead
         log.warning("capacity section unavailable: %s", exc)
         return head + f"<p class='unavailable'>Capacity unavailable: {e(exc)}</p></section>"

@@ -3,9 +3,10 @@ when, what-ifs, replicas for a target, checks of the model against what the logs
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..numbers import SloTargets, describe
 from .figure import ESTIMATED, MODEL, Figure
@@ -122,10 +123,12 @@ class CapacityPlan:
 
 def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None = None, headroom: float = 0.1,
          client: Sequence[ClientRecord] = (), numbers: dict[str, Any] | None = None,
-         replica_names: dict[str, str] | None = None) -> CapacityPlan:
+         replica_names: dict[str, str] | None = None, detail: bool = True) -> CapacityPlan:
     """The capacity plan of ``run``. ``client``: the load generator's records (lengths, latency) when the log lacks
     them; ``numbers``: ``numbers.compute(run)`` when already computed (used for a run of one server run);
-    ``replica_names``: file → replica (a fleet's logs, ``fleet.inputs.discover``), else one replica per file."""
+    ``replica_names``: file → replica (a fleet's logs, ``fleet.inputs.discover``), else one replica per file;
+    ``detail=False``: the server runs' plans only — no cross-run checks, trend or fleet rows (what the report's
+    capacity section shows)."""
     from ..state import service_states
 
     slo = slo or SloTargets()
@@ -139,14 +142,19 @@ def plan(run: Run, *, slo: SloTargets | None = None, target_rate: float | None =
             continue
         states.append(st)
     peers_of = _peer_lists(states)
+    fits = _SessionFits()
     for st in states:
         # runs of the same model on the same device share one step-time model when this run alone shows too few
         # batch sizes (their throughput at a batch size is a property of model × device, not of the flags)
-        peers = peers_of[id(st)]
+        p = peers_of[id(st)]
+        shared = (lambda sess=p.session: fits(sess)) if p.session is not None else None
         whole = numbers if numbers is not None and len(states) == 1 and len(st.view.journeys) == len(run.journeys) \
             else None
-        out.servers.append(server_plan(st, slo, target_rate, headroom, _client_for(st, client), peers, whole, run))
+        out.servers.append(server_plan(st, slo, target_rate, headroom, _client_for(st, client), p.near, whole, run,
+                                       shared=shared))
         out.servers[-1].replica = out.replica_names.get(st.file)
+    if not detail:
+        return out
     out.checks = cross_checks(out.servers, states, peers_of)
     from .trend import trend
 
@@ -173,19 +181,107 @@ def _peers(a: ServiceState, b: ServiceState) -> bool:
     return ta is None or tb is None or abs((ta - tb).total_seconds()) <= SESSION_S
 
 
-def _peer_lists(states: Sequence[ServiceState]) -> dict[int, list[ServiceState]]:
-    """``id(st)`` → ``[o for o in states if o is not st and _peers(o, st)]``, each state's key read once (a log of
-    many restarts of one model has ~10^6 pairs)."""
-    groups: dict[tuple[Any, ...], list[tuple[ServiceState, Any]]] = {}
-    for o in states:
+#: A run with at most this many peers pools its step-time fit with them (its intervals first, then theirs in log
+#: order) and its leave-one-out check fits on them. A run with more — many restarts of one model within a session:
+#: a crash-looping pod, a benchmark sweep — uses its session's pooled fit, computed once for the session (the same
+#: intervals, summed in log order), and its check fits on its ``MAX_PEERS`` nearest peers in start time: one fit per
+#: run over every other run's intervals would be quadratic in server runs.
+MAX_PEERS = 16
+
+
+@dataclass
+class Peers:
+    """The runs one serving run is compared with (``_peer_lists``)."""
+
+    near: list[ServiceState]
+    """Every peer (``_peers``) in log order when there are at most ``MAX_PEERS``, else the nearest ``MAX_PEERS`` in
+    start time (equal distance: an earlier start first, then the nearer in start order; runs without a start time
+    after the timed ones; for a run without one, the nearest in log order)."""
+    session: list[ServiceState] | None = None
+    """With more peers than that: the runs of its session in log order (itself included), whose one pooled fit it
+    uses — the group's timed runs cut into sessions of ``SESSION_S`` from each session's first start, plus the
+    group's untimed runs (an untimed run's session: the whole group)."""
+
+
+def _peer_lists(states: Sequence[ServiceState], limit: int = MAX_PEERS) -> dict[int, Peers]:
+    """``id(st)`` → its ``Peers`` among ``states``; linear in ``len(states)`` for a bounded ``limit``."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, o in enumerate(states):
         c = o.config
-        groups.setdefault((c.model, c.device, c.world_size), []).append((o, o.lifecycle.start_ts))
-    out: dict[int, list[ServiceState]] = {}
+        groups.setdefault((c.model, c.device, c.world_size), []).append(i)
+    ts = [o.lifecycle.start_ts for o in states]
+    out: dict[int, Peers] = {}
     for members in groups.values():
-        for st, ts in members:
-            out[id(st)] = [o for o, to in members if o is not st
-                           and (ts is None or to is None or abs((to - ts).total_seconds()) <= SESSION_S)]
+        timed = sorted((i for i in members if ts[i] is not None), key=lambda i: (ts[i], i))
+        untimed = [i for i in members if ts[i] is None]
+        secs = [(ts[i] - ts[timed[0]]).total_seconds() for i in timed]
+        pos = {i: k for k, i in enumerate(timed)}
+        sessions: list[list[int]] = []
+        session_of: dict[int, int] = {}
+        for k, i in enumerate(timed):
+            if not sessions or secs[k] - secs[pos[sessions[-1][0]]] > SESSION_S:
+                sessions.append([])
+            sessions[-1].append(i)
+            session_of[i] = len(sessions) - 1
+        shared: dict[int, list[ServiceState]] = {}
+
+        def session(key: int, idx: list[int]) -> list[ServiceState]:
+            if key not in shared:
+                shared[key] = [states[k] for k in sorted(idx)]
+            return shared[key]
+
+        for at, i in enumerate(members):
+            if ts[i] is None:  # every run of the group is a peer
+                n = len(members) - 1
+                picked = _nearest(members, at, limit, lambda x, y: abs(x - y))
+                sess = session(-1, members) if n > limit else None
+            else:
+                k = pos[i]
+                n = bisect.bisect_right(secs, secs[k] + SESSION_S) - bisect.bisect_left(secs, secs[k] - SESSION_S) \
+                    - 1 + len(untimed)
+                picked = _nearest(timed, k, limit, lambda x, y: abs((ts[x] - ts[y]).total_seconds()), SESSION_S)
+                if len(picked) < limit and untimed:
+                    picked += untimed[:limit - len(picked)]
+                sess = session(session_of[i], sessions[session_of[i]] + untimed) if n > limit else None
+            out[id(states[i])] = Peers([states[k] for k in sorted(picked)], sess)
     return out
+
+
+def _nearest(seq: list[int], at: int, limit: int, dist: Any, within: float | None = None) -> list[int]:
+    """Up to ``limit`` items of ``seq`` other than ``seq[at]``, nearest to it by ``dist`` (``seq`` ordered so that
+    ``dist`` grows away from ``at`` on both sides; equal distance: the left one first), none further than ``within``."""
+    me = seq[at]
+    lo, hi = at - 1, at + 1
+    got: list[int] = []
+    while len(got) < limit:
+        dl = dist(seq[lo], me) if lo >= 0 else None
+        dh = dist(seq[hi], me) if hi < len(seq) else None
+        if within is not None:
+            dl = dl if dl is not None and dl <= within else None
+            dh = dh if dh is not None and dh <= within else None
+        if dl is None and dh is None:
+            break
+        if dh is None or (dl is not None and dl <= dh):
+            got.append(seq[lo])
+            lo -= 1
+        else:
+            got.append(seq[hi])
+            hi += 1
+    return got
+
+
+class _SessionFits:
+    """One pooled step-time fit per session (``Peers.session``), computed when a run first needs it."""
+
+    def __init__(self) -> None:
+        self._fits: dict[int, tuple[list[ServiceState], Throughput | None]] = {}
+
+    def __call__(self, session: list[ServiceState]) -> Throughput | None:
+        hit = self._fits.get(id(session))
+        if hit is None:
+            hit = self._fits[id(session)] = (session, fit_throughput(session[0].intervals,
+                                                                     [o.intervals for o in session[1:]]))
+        return hit[1]
 
 
 def _client_for(st: ServiceState, client: Sequence[ClientRecord]) -> list[ClientRecord]:
@@ -213,16 +309,18 @@ class Core:
 
 
 def core(st: ServiceState, slo: SloTargets, client: Sequence[ClientRecord] = (), peers: Sequence[ServiceState] = (),
-         numbers: dict[str, Any] | None = None, prom: dict[str, Any] | None = None, *, light: bool = False) -> Core:
+         numbers: dict[str, Any] | None = None, prom: dict[str, Any] | None = None, *, light: bool = False,
+         shared: Callable[[], Throughput | None] | None = None) -> Core:
     """Facts, load, footprint, step-time model, windows and what-ifs of one serving server run (``prom``: its
     ``/metrics`` histograms, ``prom.for_state``; ``light``: the load without latency and rate figures — the
-    what-ifs are the same)."""
+    what-ifs are the same; ``shared``: the pooled fit of its session, used instead of pooling with ``peers``
+    when it has too many, ``Peers.session``)."""
     s = facts(st)
     ld = measure(st, client, numbers, prom, light=light)
     xs = st.intervals
     tp = fit_throughput(xs)
-    if (tp is None or len(tp.batch_sizes) < 2) and peers:
-        pooled = fit_throughput(xs, [o.intervals for o in peers])
+    if (tp is None or len(tp.batch_sizes) < 2) and (peers or shared is not None):
+        pooled = shared() if shared is not None else fit_throughput(xs, [o.intervals for o in peers])
         if pooled is not None and len(pooled.batch_sizes) >= 2:
             tp = pooled
     fp = footprint(ld, s.kv.block_size)
@@ -242,11 +340,12 @@ def core(st: ServiceState, slo: SloTargets, client: Sequence[ClientRecord] = (),
 
 def server_plan(st: ServiceState, slo: SloTargets, target: float | None, headroom: float,
                 client: Sequence[ClientRecord] = (), peers: Sequence[ServiceState] = (),
-                numbers: dict[str, Any] | None = None, run: Run | None = None) -> ServerCapacity:
+                numbers: dict[str, Any] | None = None, run: Run | None = None, *,
+                shared: Callable[[], Throughput | None] | None = None) -> ServerCapacity:
     """The plan of one serving server run (``peers``: other runs of the same model and device; ``run``: the Run it
-    belongs to, for its ``/metrics`` history)."""
+    belongs to, for its ``/metrics`` history; ``shared``: its session's pooled fit, see ``core``)."""
     sz = sizing.of(st, run)
-    c = core(st, slo, client, peers, numbers, prom_for(run, st))
+    c = core(st, slo, client, peers, numbers, prom_for(run, st), shared=shared)
     s, ld, fp, model_fp, tp, ws, bind, wi = (c.facts, c.load, c.footprint, c.model_footprint, c.throughput,
                                              c.windows, c.binding, c.whatifs)
     base = wi[0]
@@ -308,20 +407,19 @@ def checks(st: ServiceState, s: Server, ld: Load, fp: Footprint | None, tp: Thro
 
 
 def cross_checks(servers: Sequence[ServerCapacity], states: Sequence[ServiceState] = (),
-                 peers_of: dict[int, list[ServiceState]] | None = None) -> list[Check]:
+                 peers_of: dict[int, Peers] | None = None) -> list[Check]:
     """One run's model predicting another run of the same model and device: Running under the other's flags at
     the other's offered concurrency (a re-run of the same load with a changed flag), and the other run's
     throughput at its Running from a step-time model fitted without it (leave-one-out)."""
     out: list[Check] = []
     by_file = {(st.file, st.index): st for st in states}
+    if peers_of is None or not len(by_file) == len(servers) == len(states):
+        # servers are not the plans of states, in order: the peers among the states the servers have
+        mine = [by_file[k] for k in ((a.file, a.server) for a in servers) if k in by_file]
+        peers_of = _peer_lists(mine)
     for b in servers:
         sb = by_file.get((b.file, b.server))
-        if peers_of is not None and len(by_file) == len(servers) == len(states):
-            # servers are the plans of states, in order: the same peers as below
-            peers = peers_of.get(id(sb), []) if sb is not None else []
-        else:
-            peers = [by_file.get((a.file, a.server)) for a in servers if a is not b]
-            peers = [p for p in peers if p is not None and _peers(p, sb)] if sb is not None else []
+        peers = peers_of[id(sb)].near if sb is not None and id(sb) in peers_of else []
         if sb is None or not peers:
             continue
         tp = fit_throughput(peers[0].intervals, [p.intervals for p in peers[1:]])
