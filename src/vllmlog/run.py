@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Sequence
 from .journeys import Journey, JourneyBuilder
 from .model import Event
 from .reader import ParseStats, iter_batches
+from .compact import Sharer
 from .series import DecodeSecond, SeriesBuilder
 
 #: Kinds that can come in millions and are summarised (journeys, series, counters), not kept.
@@ -213,6 +214,7 @@ class Pipeline:
         self.notable: list[Event] = []
         self.max_notable = max_notable
         self.notable_dropped = 0
+        self._sharer = Sharer()  # one copy of each repeated string/timestamp among the kept events
         self.kinds: Counter[str] = Counter()
         self.levels: Counter[str] = Counter()
         self.http_status: Counter[int] = Counter()
@@ -460,7 +462,7 @@ class Pipeline:
 
     def _keep(self, e: Event) -> None:
         if len(self.notable) < self.max_notable:
-            self.notable.append(e)
+            self.notable.append(self._sharer.share(e))
         else:
             self.notable_dropped += 1
 
@@ -520,6 +522,7 @@ class Pipeline:
 
     def finish(self, stats: ParseStats | None = None) -> Run:
         """End of input: close open journeys and return the ``Run``."""
+        self._sharer.clear()
         return self._run(self.journeys.finish(), stats)
 
     def _run(self, journeys: list[Journey], stats: ParseStats | None) -> Run:

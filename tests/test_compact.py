@@ -1,0 +1,44 @@
+"""A Run's notable events share equal strings and timestamps (``compact.Sharer``) and read exactly as before."""
+
+from __future__ import annotations
+
+from vllmlog import compact
+from vllmlog.model import Event
+from vllmlog.run import load
+
+from .conftest import CORPUS
+
+LOG = CORPUS / "vllm-cpu" / "04-client-aborts.log"
+
+
+def _unshared(monkeypatch) -> list[dict]:
+    monkeypatch.setattr(compact.Sharer, "share", lambda self, e: e)
+    return [e.to_dict() for e in load([str(LOG), str(LOG)]).notable]
+
+
+def test_notable_events_read_the_same(monkeypatch):
+    run = load([str(LOG), str(LOG)])  # the same file twice: every kept line repeats
+    shared = [e.to_dict() for e in run.notable]
+    assert shared == _unshared(monkeypatch)
+    half = len(run.notable) // 2
+    a, b = run.notable[:half], run.notable[half:]
+    assert [e.text for e in a] == [e.text for e in b]
+    assert all(x.text is y.text for x, y in zip(a, b) if x.text)
+    assert all(x.process is y.process and x.source is y.source for x, y in zip(a, b))
+
+
+def test_only_str_and_datetime_values_are_shared():
+    s = compact.Sharer()
+    e1 = Event("f", 1, 1, None, "INFO", None, None, "log", fields={"n": 400, "x": "POST", "r": 1.0})
+    e2 = Event("f", 2, 2, None, "INFO", None, None, "log", fields={"n": 400.0, "x": "PO" + "ST".lower().upper(), "r": 1})
+    s.share(e1), s.share(e2)
+    assert type(e2.fields["n"]) is float and type(e2.fields["r"]) is int  # 400 == 400.0, but not shared
+    assert e2.fields["x"] is e1.fields["x"]
+
+
+def test_the_table_is_bounded(monkeypatch):
+    monkeypatch.setattr(compact, "MAX_SHARED", 3)
+    s = compact.Sharer()
+    for i in range(10):
+        s.share(Event("f", i, i, None, None, None, None, "log", text=f"line {i}"))
+    assert len(s._seen) == 3
