@@ -42,3 +42,24 @@ def test_the_table_is_bounded(monkeypatch):
     for i in range(10):
         s.share(Event("f", i, i, None, None, None, None, "log", text=f"line {i}"))
     assert len(s._seen) == 3
+
+
+def test_kept_journeys_share_equal_sources_dicts():
+    run = load([str(LOG)])
+    js = [j for j in run.journeys if j.sources]
+    by: dict = {}
+    for j in js:
+        by.setdefault(tuple(j.sources.items()), set()).add(id(j.sources))
+    assert len(js) > len(by) and all(len(ids) == 1 for ids in by.values())
+
+
+def test_client_overheads_change_only_their_journey():
+    from .test_traces import T1, TRACED
+
+    run = load(str(T1[0]), year=2026, traces=[str(T1[1])])
+    before = {j.request_id: dict(j.sources) for j in run.journeys}
+    run.add_client(str(TRACED / "T1-client-truth.csv"))
+    for j in run.journeys:
+        extra = {k: v for k, v in j.sources.items() if k not in before[j.request_id]}
+        assert set(extra) <= {"client_overhead_ttft_s", "client_overhead_e2e_s"}
+        assert bool(extra) == (j.client_overhead_e2e_s is not None or j.client_overhead_ttft_s is not None)

@@ -291,7 +291,8 @@ def compare(records: Sequence[ClientRecord], journeys: Iterable[Journey], offset
                 else:
                     d = c - s
                     over[m].append(d)
-                    j.sources[f"client_overhead_{m}"] = "derived"  # client − the server's measured number
+                    # client − the server's measured number (a new dict: kept journeys share equal ones)
+                    j.sources = {**j.sources, f"client_overhead_{m}": "derived"}
             row[f"overhead_{m}"] = d
             setattr(j, f"client_overhead_{m}", d)
         rows.append(row)
