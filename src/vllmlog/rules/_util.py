@@ -805,13 +805,11 @@ SLOW_FIX = {
 
 
 def is_cpu(v: ServerView) -> bool:
-    """The server run uses vLLM's CPU backend (the platform line, a CPU KV cache, ``device_config=cpu``, records of
-    the CPU executor / worker / model runner, or ``--device cpu``)."""
-    return any((e.kind == "platform" and str(e.fields.get("platform", "")).lower() == "cpu")
-               or (e.kind in ("kv_cache_size", "kv_cache_blocks") and str(e.fields.get("kv_device", "")).lower().startswith("cpu"))
-               or (e.kind == "engine_config" and str(e.fields.get("device_config", "")).lower() == "cpu")
-               or str(e.source or "").startswith(("cpu_executor.py", "cpu_worker.py", "cpu_model_runner.py"))
-               for e in v.events) or str(arg(v, "device") or "").lower() == "cpu"
+    """The server run uses vLLM's CPU backend (``state.config.server_config``: the platform line, a CPU KV cache,
+    ``device_config=cpu``, records of the CPU executor / worker / model runner, or ``--device cpu``)."""
+    from ..state.config import server_config
+
+    return server_config(v).cpu
 
 
 def slow_settings(v: ServerView) -> list[tuple[Any, str]]:

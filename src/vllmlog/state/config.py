@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
 LOGGED, DERIVED, DEFAULT = "logged", "derived", "default"
 
 _CPU = re.compile(r"\bcpu\b", re.I)
+#: source files only vLLM's CPU backend logs from
+_CPU_SOURCES = ("cpu_executor.py", "cpu_worker.py", "cpu_model_runner.py")
 
 
 def _num(v: Any) -> float | None:
@@ -176,6 +178,7 @@ def server_config(v: ServerView) -> ServerConfig:
         _set(cfg, name, _truthy(pick(name)), LOGGED)
 
     device = None
+    cpu_records = False
     for e in v.events:
         k = e.kind
         f = e.fields
@@ -203,6 +206,10 @@ def server_config(v: ServerView) -> ServerConfig:
             dc = str(f["device_config"]).lower()
             if dc in ("cpu", "xpu", "tpu", "hpu", "neuron"):
                 device = dc
+        if e.source is not None and e.source.startswith(_CPU_SOURCES):
+            cpu_records = True  # the CPU executor / worker / model runner logged: the CPU backend, whatever else says
+    if cpu_records:
+        device = "cpu"
     if device is None and args.get("device"):
         device = str(args["device"]).lower()
     if device is not None and device.startswith("cpu"):
