@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 import threading
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -39,12 +39,16 @@ def watch_cmd(
     otlp_max_bytes: int = typer.Option(16 << 20, "--otlp-max-bytes", help="Largest OTLP request body accepted "
                                        "(larger, or inflating past it: 400)."),
     show_prompts: bool = ShowPromptsOpt,
+    exporter: str = typer.Option("process", "--exporter", help="Where /metrics is answered: 'process' (a child "
+                                 "process, so scrapes never wait for the parser) or 'thread' (in this process)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log rotations, notifier retries and rule errors on stderr."),
 ) -> None:
     """Follow a vLLM log (or stdin), export vllmlog_* metrics for Prometheus, and alert when a diagnosis rule fires."""
     from ..ingest import check_path
     from ..live.alerts import AlertConfig, AlertEngine
-    from ..live.exporter import LiveCollector, make_registry, serve
+    from ..errors import ConfigError
+    from ..live.exporter import LiveCollector, make_registry, serve, serve_process
+    from ..live.httpserver import BoundedHTTPServer
     from ..live.follow import FileFollower, StreamFollower
     from ..live.notify import AlertmanagerNotifier, StreamNotifier, WebhookNotifier, default_instance
     from ..live.state import LiveState
@@ -53,6 +57,8 @@ def watch_cmd(
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="vllmlog: %(levelname)s %(message)s")
+    if exporter not in ("process", "thread"):
+        raise ConfigError(f"--exporter {exporter!r}", hint="use --exporter process or --exporter thread")
     cfg = AlertConfig.load(config) if config else AlertConfig()
     if max_inflight is not None:
         cfg.max_inflight = max_inflight
@@ -86,12 +92,20 @@ def watch_cmd(
     watcher = Watcher(source, state, engine=engine, notifiers=notifiers, evaluate=evaluate, instance=inst,
                       poll_interval=poll_interval, spans=receiver, redactor=Redactor(show_prompts=show_prompts))
     where = "off"
+    server: Any = None
     if listen.lower() not in ("off", "none", ""):
         collector = LiveCollector(state, instance=inst, health=watcher.health, alerts=engine,
                                   notifier_stats=watcher.notifier_stats,
                                   otlp=receiver.counters if receiver is not None else None)
-        server, _ = serve(make_registry(collector), listen)
-        host, port = server.server_address[:2]  # type: ignore[attr-defined]
+        if exporter == "process":
+            try:
+                server, _ = serve_process(make_registry(collector), listen, instance=inst, health=watcher.health)
+            except OSError as exc:  # no child process here (a sandbox): serve from this process, and say so
+                stderr.print(f"cannot start the exporter's process ({exc}); serving /metrics from this process",
+                             markup=False)
+        if server is None:
+            server, _ = serve(make_registry(collector), listen)
+        host, port = server.server_address[:2]
         where = f"http://{host}:{port}/metrics"
     stderr.print(f"watching {log}; metrics: {where}{otlp_where}; rules: {'on' if evaluate else 'not installed (no alerts)'}")
 
@@ -108,3 +122,5 @@ def watch_cmd(
         watcher.close_notifiers(timeout=5.0)
         if receiver is not None:
             receiver.close()
+        if server is not None and not isinstance(server, BoundedHTTPServer):
+            server.shutdown()  # the exporter's process ends with its pipe anyway; this waits for it

@@ -4,7 +4,8 @@ into alerts (stdout, Alertmanager, webhook).
 
     follow.py    tail -F style file follower, non-blocking stream reader
     state.py     LiveState: parser → Pipeline → counters, histograms, gauges (bounded)
-    exporter.py  LiveCollector on its own CollectorRegistry, HTTP endpoint
+    exporter.py  LiveCollector on its own CollectorRegistry, HTTP endpoint (in this process or its own)
+    scrapeproc.py  the exporter's child process: /metrics answered outside the parser's GIL
     alerts.py    AlertConfig (alerts.toml), AlertEngine (for / clear_for / staleness)
     notify.py    StreamNotifier, AlertmanagerNotifier, WebhookNotifier
     watch.py     Watcher: the loop that drives them

@@ -12,7 +12,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -334,15 +334,187 @@ def serve(registry: CollectorRegistry, listen: str) -> tuple[object, object]:
     not refused."""
     from prometheus_client import make_wsgi_app
 
+    from .httpserver import BoundedHTTPServer
+
+    sock = _bind(listen)
+    httpd = BoundedHTTPServer(make_wsgi_app(registry), sock, timeout=SOCKET_TIMEOUT_S, max_connections=MAX_CONNECTIONS)
+    return httpd, httpd.start()
+
+
+RESTART_S = 1.0
+"""Seconds between attempts to start the exporter's process again after it died."""
+
+
+class ExporterProcess:
+    """``/metrics`` answered by a child process (``live.scrapeproc``) that this one feeds: a scrape never waits for
+    the parser's GIL (a 1 MB line in a regex, a starved CPU), because the child has its own.
+
+    The watcher binds the socket (so a bad ``--listen`` is one line here, and the port is known) and passes it to
+    the child, which runs the bounded HTTP server on it; for each scrape the child asks, and a feeder thread here
+    calls the same ``prometheus_client`` WSGI app on our registry and sends the answer back. A child that dies is
+    counted (``vllmlog_watch_errors_total{stage="export"}``) and started again on the same socket; the child ends
+    when this process does (its stdin closes). ``server_address``, ``server_port``, ``shutdown()`` and
+    ``server_close()`` as ``BoundedHTTPServer`` has them; ``counters``: requests, builds, restarts."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], sock: object, *, instance: str = "",
+                 health: Health | None = None, timeout: float = 5.0, max_connections: int = 1024) -> None:
+        import socket
+
+        assert isinstance(sock, socket.socket)
+        self.app = app
+        self.sock = sock
+        self.instance = instance
+        self.health = health or Health()
+        self.timeout = timeout
+        self.max_connections = max_connections
+        self.server_address = sock.getsockname()
+        self.server_port: int = self.server_address[1]
+        self.counters = dict.fromkeys(("requests", "builds", "restarts"), 0)
+        self.proc: Any = None
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._feed, name="vllmlog-exporter-feed", daemon=True)
+
+    def start(self) -> threading.Thread:
+        """Start the child and the feeder thread (the child accepts once it has started: connections queue in the
+        backlog meanwhile)."""
+        self.proc = self._spawn()
+        self.thread.start()
+        return self.thread
+
+    def _spawn(self) -> Any:
+        import os
+        import subprocess
+        import sys
+
+        from . import scrapeproc
+
+        live = os.path.dirname(os.path.abspath(scrapeproc.__file__))
+        fd = self.sock.fileno()
+        return subprocess.Popen(
+            [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []),  # -P: no cwd on the child's path
+             "-c", scrapeproc.BOOT, live, str(fd), self.instance, repr(self.timeout), str(self.max_connections)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(fd,), close_fds=True)
+
+    def _feed(self) -> None:
+        import json
+        import logging
+        import os
+
+        from .httpserver import call_wsgi
+        from .scrapeproc import FRAME, REQUEST
+
+        log = logging.getLogger(__name__)
+        buf = b""
+        while not self._stop.is_set():
+            proc = self.proc
+            try:
+                chunk = os.read(proc.stdout.fileno(), 1 << 16)  # blocks without the GIL
+            except (OSError, ValueError):
+                chunk = b""
+            if not chunk:  # the child ended
+                if self._stop.is_set():
+                    break
+                self.health.errors["export"] += 1
+                log.warning("the exporter's process ended (exit status %s); starting it again", proc.poll())
+                buf = b""
+                self._reap(proc)
+                while not self._stop.wait(RESTART_S):
+                    try:
+                        self.proc = self._spawn()
+                        self.counters["restarts"] += 1
+                        break
+                    except OSError:
+                        self.health.errors["export"] += 1
+                continue
+            buf += chunk
+            wanted: dict[tuple[Any, ...], int] = {}  # request → the highest number asking for it (one build each)
+            while len(buf) >= REQUEST.size:
+                rid, n = REQUEST.unpack_from(buf)
+                if len(buf) < REQUEST.size + n:
+                    break
+                try:
+                    key = tuple(json.loads(buf[REQUEST.size:REQUEST.size + n]))
+                except ValueError:
+                    key = ()
+                buf = buf[REQUEST.size + n:]
+                self.counters["requests"] += 1
+                if len(key) == 4 and all(isinstance(x, str) for x in key[:3]):
+                    wanted[key] = max(rid, wanted.get(key, 0))
+            for key, rid in wanted.items():
+                self.counters["builds"] += 1
+                try:
+                    status, headers, body = call_wsgi(self.app, (*key, None), str(self.server_address[0]),  # type: ignore[arg-type]
+                                                      self.server_port)
+                except Exception:  # noqa: BLE001  (the exporter keeps serving)
+                    self.health.errors["export"] += 1
+                    status, headers, body = "500 Internal Server Error", [("Content-Type", "text/plain")], b"internal error\n"
+                meta = json.dumps([list(key), status, headers]).encode()
+                try:
+                    proc.stdin.write(FRAME.pack(rid, time.time(), len(meta), len(body)) + meta + body)
+                    proc.stdin.flush()
+                except (OSError, ValueError):
+                    break  # the child ended: the next read says so
+
+    @staticmethod
+    def _reap(proc: Any) -> None:
+        for f in (proc.stdin, proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(5)
+        except Exception:  # noqa: BLE001
+            proc.kill()
+
+    def shutdown(self) -> None:
+        """Stop the child (its stdin closes: it ends) and the feeder."""
+        self._stop.set()
+        proc = self.proc
+        if proc is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                proc.wait(5)
+            except Exception:  # noqa: BLE001
+                proc.kill()
+                proc.wait(5)
+        if self.thread.is_alive():
+            self.thread.join(5)
+        if proc is not None:
+            self._reap(proc)
+
+    def server_close(self) -> None:
+        """Close the listening socket."""
+        self.sock.close()
+
+
+def serve_process(registry: CollectorRegistry, listen: str, *, instance: str = "",
+                  health: Health | None = None) -> tuple[ExporterProcess, threading.Thread]:
+    """Like ``serve``, but the endpoint is answered by a child process (``ExporterProcess``): scrapes stay fast
+    while the parser holds the GIL or the machine is starved of CPU. Raises ``ConfigError`` for a bad ``listen``."""
+    from prometheus_client import make_wsgi_app
+
+    sock = _bind(listen)
+    ex = ExporterProcess(make_wsgi_app(registry), sock, instance=instance, health=health,
+                         timeout=SOCKET_TIMEOUT_S, max_connections=MAX_CONNECTIONS)
+    try:
+        return ex, ex.start()
+    except BaseException:
+        sock.close()  # the caller may fall back to serving in-process on the same port
+        raise
+
+
+def _bind(listen: str) -> Any:
     from ..errors import ConfigError
-    from .httpserver import BoundedHTTPServer, bind
+    from .httpserver import bind
 
     host, port = parse_listen(listen)
     try:
-        sock = bind(host, port, BACKLOG)
+        return bind(host, port, BACKLOG)
     except (OSError, OverflowError) as exc:
         msg = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(f"cannot listen on {listen}: {msg}",
                           hint="pick a free port (port 0 picks one and reports it)") from None
-    httpd = BoundedHTTPServer(make_wsgi_app(registry), sock, timeout=SOCKET_TIMEOUT_S, max_connections=MAX_CONNECTIONS)
-    return httpd, httpd.start()

@@ -185,25 +185,30 @@ class BoundedHTTPServer:
                 del self._running[key]
 
     def _call(self, key: _Key) -> _Response:
-        method, path, query, accept, encoding = key
-        environ: dict[str, Any] = {
-            "REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query, "SERVER_PROTOCOL": "HTTP/1.1",
-            "SERVER_NAME": str(self.server_address[0]), "SERVER_PORT": str(self.server_port), "SCRIPT_NAME": "",
-            "wsgi.input": io.BytesIO(b""), "wsgi.errors": io.StringIO(), "wsgi.url_scheme": "http",
-            "wsgi.version": (1, 0), "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
-        }
-        if accept is not None:
-            environ["HTTP_ACCEPT"] = accept
-        if encoding is not None:
-            environ["HTTP_ACCEPT_ENCODING"] = encoding
-        started: list[Any] = []
+        return call_wsgi(self.app, key, str(self.server_address[0]), self.server_port)
 
-        def start_response(status: str, headers: list[tuple[str, str]], exc_info: object = None) -> Callable[[bytes], None]:
-            started[:] = [status, headers]
-            return lambda data: None
 
-        body = b"".join(self.app(environ, start_response))
-        return started[0], list(started[1]), body
+def call_wsgi(app: App, key: _Key, host: str, port: int) -> _Response:
+    """Call a WSGI app for a request key (method, path, query, Accept, Accept-Encoding): (status, headers, body)."""
+    method, path, query, accept, encoding = key
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query, "SERVER_PROTOCOL": "HTTP/1.1",
+        "SERVER_NAME": host, "SERVER_PORT": str(port), "SCRIPT_NAME": "",
+        "wsgi.input": io.BytesIO(b""), "wsgi.errors": io.StringIO(), "wsgi.url_scheme": "http",
+        "wsgi.version": (1, 0), "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
+    }
+    if accept is not None:
+        environ["HTTP_ACCEPT"] = accept
+    if encoding is not None:
+        environ["HTTP_ACCEPT_ENCODING"] = encoding
+    started: list[Any] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: object = None) -> Callable[[bytes], None]:
+        started[:] = [status, headers]
+        return lambda data: None
+
+    body = b"".join(app(environ, start_response))
+    return started[0], list(started[1]), body
 
 
 def _request_key(head: bytes) -> _Key | None:
