@@ -31,13 +31,11 @@ OPEN = {
     "blind14/05-mistral-small-logprobs100-400": "400s with no reason logged guessed as a length limit though prompts were short and logprobs large",
     "blind14/11-mixtral8x22b-tp4-pcie-no-p2p-slow": "a lone request far below target on TP without P2P is only a note",
     "blind14/12-mixtral-gptq-3090-stuck-on-request": "a V0 engine whose stats stop after Running 1 at 0 tokens/s while requests arrive",
-    "blind14/13-healthy-v1-maxnumseqs-queue-drains": "a burst queue at the seat limit that is served and drains is a backlog",
     "blind15/05-v0-tp8-lora-maxloras1-pending": "trust_remote_code inside a plain-format args line read as a load failure",
     "blind15/10-v0-mixtral-8x22b-tp4-pcie-slow-decode": "a lone request far below target on TP without P2P is only a note",
     "blind15/11-v0-functionary-3090-low-avg-gen-stat": "V0's windowed generation average over mostly idle time read as slow decode",
     "blind15/14-v0-llama70b-chatui-stop-button-aborts": "a chat UI's stop-button aborts at varied ages named client_abort",
     "blind16/03-v1-throughput-slow-decline": "a slow decline at constant load never compared with the run's own start",
-    "blind16/04-v0-tp2-maxseqs12-steady-chat": "a shallow served queue at a small seat limit is a backlog",
 }
 
 

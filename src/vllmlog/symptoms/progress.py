@@ -193,7 +193,11 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             cut = nxt is None and (st.lifecycle.restarted or not st.lifecycle.shutdown_ts and _ended_badly(st))
             drain_s = _drain_time(run_, nxt)
             stopped = nxt is None and st.lifecycle.shutdown_ts is not None and not _ended_badly(st)  # stopped on request
-            if (len(deep) >= 2 or deep_s >= DEEP_QUEUE_S) and (not falling or cut):
+            if drained and _full(run_) and not _seats_wasted(run_):
+                continue  # the engine was full the whole time (every seat taken, or the KV cache full) and the queue
+                # drained: a burst served at capacity (healthy, saturated) — unless the seat limit left most of the KV
+                # cache empty while waiters stood two turns of the batch deep (the configuration made them wait)
+            elif (len(deep) >= 2 or deep_s >= DEEP_QUEUE_S) and (not falling or cut):
                 pass  # several service times of queue; not drained before the server run ended (killed, restarted)
             elif (drained or stopped or (nxt is None and (_closed_loop(run_) or _pinned(run_)))) and not growing \
                     and max(w) <= min(x.running for x in run_):
@@ -255,6 +259,17 @@ def _closed_loop(run_: list[Interval]) -> bool:
     request when the last one ends (a load test at a set concurrency) — the queue cannot grow."""
     tot = [x.running + x.waiting for x in run_]
     return len(tot) >= 3 and max(tot) - min(tot) <= max(1, 0.02 * max(tot))
+
+
+def _full(run_: list[Interval]) -> bool:
+    """A limit kept the waiters out in every interval of the stretch: all seats taken or the KV cache full."""
+    return bool(run_) and all(x.binding in ("max_num_seqs", "kv_cache") for x in run_)
+
+
+def _seats_wasted(run_: list[Interval]) -> bool:
+    """The seat limit bound with the KV cache under half full while the queue stood at least two turns of the batch
+    deep: raising ``--max-num-seqs`` would have served the waiters, so they waited on the configuration."""
+    return _seat_bound(run_) and max(x.waiting for x in run_) >= 2 * max(1, min(x.running for x in run_))
 
 
 def _seat_bound(run_: list[Interval]) -> bool:
