@@ -801,7 +801,12 @@ SLOW_FIX = {
                  "FLASHINFER; the log says why this one was chosen) or a vLLM release that supports the model on it",
     "enforce-eager": "drop `--enforce-eager` (CUDA graphs speed up decode several times for small batches)",
     "cpu-offload": "avoid `--cpu-offload-gb` (weights stream over PCIe every step): more GPUs or a quantized model",
+    "no-p2p": "tensor-parallel GPUs without P2P/NVLink: every all-reduce goes through host memory (custom all-reduce is "
+              "off) — use GPUs linked by NVLink/P2P, or fewer tensor-parallel ranks (a quantized model on fewer GPUs, "
+              "`--pipeline-parallel-size` across PCIe)",
 }
+#: vLLM's warning that tensor-parallel all-reduce falls back to NCCL through the host (no GPU peer-to-peer access).
+_NO_P2P = "Custom allreduce is disabled because your platform lacks GPU P2P"
 
 
 def is_cpu(v: ServerView) -> bool:
@@ -814,7 +819,7 @@ def is_cpu(v: ServerView) -> bool:
 
 def slow_settings(v: ServerView) -> list[tuple[Any, str]]:
     """Start-up settings known to slow decode, with the line that shows each: a slow or forced attention backend,
-    eager mode, CPU weight offload."""
+    eager mode, CPU weight offload, tensor parallelism over GPUs without peer-to-peer access."""
     out: list[tuple[Any, str]] = []
     cpu = is_cpu(v)
     for e in ([] if cpu else v.events):  # the CPU backend's attention is TORCH_SDPA by design
@@ -828,6 +833,10 @@ def slow_settings(v: ServerView) -> list[tuple[Any, str]]:
         out.append((v.events[0] if v.events else None, "enforce-eager"))
     if num(arg(v, "cpu_offload_gb")):
         out.append((v.events[0] if v.events else None, "cpu-offload"))
+    if not cpu and (num(arg(v, "tensor_parallel_size")) or 1) > 1:
+        e = next((e for e in v.events if e.text.find(_NO_P2P) >= 0), None)
+        if e is not None:
+            out.append((e, "no-p2p (custom all-reduce off)"))
     return [(e, w) for e, w in out if e is not None]
 
 

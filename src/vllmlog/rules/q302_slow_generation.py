@@ -42,13 +42,22 @@ class SlowGeneration(Rule):
         return None
 
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
+        from ..state import service_states
+        from ..symptoms.progress import full_windows
+
         target = float(options["min_generation_tps"])
+        states = {(st.file, st.index): st for st in service_states(run)}
         for v in u.servers(run):
             hb = [e for e in v.of("slow_generation") if not v.in_shutdown(e.line)]
             decode = []
+            st = states.get((v.file, v.index))
+            # only windows the requests ran through (throughput is averaged since the last stats line)
+            full = {id(b.sample) for _, b in full_windows(st).values()} if st is not None else None
             for samples in v.by_engine().values():
                 for s in samples:
                     if v.in_shutdown(s.line) or not s.running or s.generation_throughput is None:
+                        continue
+                    if full is not None and id(s) not in full:
                         continue
                     if s.generation_throughput <= 0:
                         continue
@@ -85,6 +94,8 @@ class SlowGeneration(Rule):
                 times += [j.finish_ts for j in slow_j if j.finish_ts]
             times = [t for t in times if t]
             slow_cfg = u.slow_settings(v)
+            # a smaller batch only helps a batch: with one or two requests running there is nothing to trade
+            batched = median(s.running for s, _ in decode) > 2 if decode else True
             evid[0:0] = [u.first(e) for e, _ in slow_cfg[:2]]
             if slow_cfg:
                 parts.append("running with " + ", ".join(what for _, what in slow_cfg))
@@ -99,9 +110,12 @@ class SlowGeneration(Rule):
                             "cache thrashes, or long prefills interleave with decode."),
                 remediation=("".join(f"{fix}; " for _, (_e, what) in enumerate(slow_cfg) for fix in [u.SLOW_FIX.get(
                                  what.split(" ", 1)[0], "")] if fix)
-                             + f"Lower `--max-num-seqs` (now {u.arg(v, 'max_num_seqs') or 'default'}) to trade throughput for "
-                            "per-request speed; check KV pressure (K202); use more GPUs (`--tensor-parallel-size`) or a "
-                            "quantized model; bound long prefills with `--max-num-batched-tokens`."),
+                             + (f"Lower `--max-num-seqs` (now {u.arg(v, 'max_num_seqs') or 'default'}) to trade throughput "
+                                "for per-request speed; " if batched else "")
+                             + "check KV pressure (K202); "
+                             + ("" if any(w.startswith("no-p2p") for _, w in slow_cfg) else  # more ranks: more all-reduce
+                                "use more GPUs (`--tensor-parallel-size`) or a quantized model; ")
+                             + "bound long prefills with `--max-num-batched-tokens`."),
                 data={"target_tps": target, "median_decode_tps": median(speeds) if speeds else None,
                       "slow_settings": [what for _, what in slow_cfg]},
             )

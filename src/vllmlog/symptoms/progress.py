@@ -386,7 +386,7 @@ def _lone_floor(st: ServiceState, opts: dict) -> float | None:
     slow = u.slow_settings(st.view)
     if any(w == "cpu-offload" for _, w in slow):
         return cap  # weights stream over PCIe every step: the bandwidth floor of GPU memory does not apply
-    if any(w == "enforce-eager" or w.startswith("attention") for _, w in slow):
+    if any(w == "enforce-eager" or w.startswith(("attention", "no-p2p")) for _, w in slow):
         return cap  # a setting known to slow decode is logged: below the target, the setting is the likely reason
     w = st.config.weights_gib
     if not w:
@@ -460,14 +460,33 @@ def _silent(st: ServiceState) -> list[tuple[Interval, int]]:
     return out
 
 
+def full_windows(st: ServiceState) -> dict[int, tuple[Interval, Interval]]:
+    """Intervals whose throughput is a rate of work, each → the interval before it. vLLM averages throughput over the
+    time since its last stats line, so a line after a silence (a window longer than 1.5 × the engine's usual
+    interval: its lower quartile, as an idle V0 engine logs only when a request arrives) or after an idle one
+    (Running 0) divides the tokens of a request that started mid-window by mostly idle seconds. ``{id(interval):
+    (the interval before it, the interval)}``."""
+    out: dict[int, Interval] = {}
+    for xs in st.engines.values():
+        dts = sorted(x.dt_s for x in xs[1:] if x.dt_s)
+        if not dts:
+            continue
+        usual = dts[len(dts) // 4]
+        for a, b in zip(xs, xs[1:]):
+            if a.running > 0 and b.gap_before_s is None and b.dt_s <= 1.5 * usual:
+                out[id(b)] = (a, b)
+    return out
+
+
 @detector("slow")
 def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     """Throughput collapses against the run's own normal: total generation throughput below half of what the
     same server did at a comparable load, for three intervals in a row while work was pending; or the server
     itself says requests are slow (the handbook's slow-generation lines)."""
     v = st.view
+    full = full_windows(st)
     for xs in st.engines.values():
-        busy = [x for x in xs if x.busy and not x.stuck and not v.in_shutdown(x.sample.line)]
+        busy = [x for x in xs if x.busy and not x.stuck and not v.in_shutdown(x.sample.line) and id(x) in full]
         if len(busy) < 6:
             continue
         ref: list[Interval] = []
@@ -507,7 +526,9 @@ def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     # slow for the hardware: a lone request on a GPU decoding below what memory bandwidth allows
     lone_floor = _lone_floor(st, opts)
     if lone_floor is not None:
-        lone = [x for x in st.intervals if 0 < x.running <= 2 and x.gen_tps > 0 and not v.in_shutdown(x.sample.line)]
+        full = full_windows(st)
+        lone = [x for x in st.intervals if 0 < x.running <= 2 and x.gen_tps > 0 and not v.in_shutdown(x.sample.line)
+                and id(x) in full and (not x.admitting or full[id(x)][0].running >= x.running)]
         low = [x for x in lone if (x.gen_per_seq or 0) < lone_floor]
         if len(low) >= 3 and len(low) >= len(lone) / 2:
             sp = median(x.gen_per_seq or 0 for x in low)
