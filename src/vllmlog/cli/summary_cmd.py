@@ -19,7 +19,8 @@ from ..run import load
 from ..summary import SloTargets, summarize_paths
 from ._app import app
 from .common import (
-    ClientOpt, EXIT_HELP_NO_FINDINGS, exit_status, JsonOpt, ShowPromptsOpt, OptInt, OptPaths, OptStr, OutOpt, PathsArg, PathsT, TracesOpt, YearOpt, progress_bar, stdout_console,
+    ClientOpt, EXIT_HELP_NO_FINDINGS, exit_status, JsonOpt, ShowPromptsOpt, OptInt, OptPaths, OptStr, OutOpt, PathsArg, PathsT, TracesOpt, YearOpt, progress_bar, stderr,
+    stdout_console,
 )
 
 ByOpt = typer.Option(None, "--by", help="Add a digest per `day` or `hour` (the handbook's morning read).")
@@ -252,7 +253,12 @@ def requests_cmd(
         run.add_client(client)  # client_ttft_s / client_e2e_s columns
     js = _select(run.journeys, status, slowest, metric)
     f = _table_format(fmt, json_out, csv_out, output)
+    evicted = run.journeys_evicted if run.evicted is not None else 0
+    note = (f"{evicted:,} never-finished requests were evicted from memory (the in-flight limit) and are not listed; "
+            "they are counted in `summary` and `analyze`") if evicted else ""
     if f is not None:
+        if note:
+            stderr.print(f"note: {note}", markup=False)  # the table on stdout stays data only
         if output and output != "-":
             if f in ("parquet",) or fmt or not (json_out or csv_out):
                 write_journeys(js, output, f)
@@ -268,6 +274,8 @@ def requests_cmd(
 
     con.print(para("", "~ = estimated (1-second log timestamps, counted stream lines, or no end line after a clean "
                    "shutdown)", text_width(con), "dim", indent=""))
+    if note:
+        con.print(para("", note, text_width(con), "yellow", indent=""))
 
 
 def _table_format(fmt: str | None, json_out: bool, csv_out: bool, output: str | None) -> str | None:
