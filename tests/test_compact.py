@@ -27,13 +27,19 @@ def test_notable_events_read_the_same(monkeypatch):
     assert all(x.process is y.process and x.source is y.source for x, y in zip(a, b))
 
 
-def test_only_str_and_datetime_values_are_shared():
+def test_only_equal_values_of_one_type_are_shared():
     s = compact.Sharer()
     e1 = Event("f", 1, 1, None, "INFO", None, None, "log", fields={"n": 400, "x": "POST", "r": 1.0})
     e2 = Event("f", 2, 2, None, "INFO", None, None, "log", fields={"n": 400.0, "x": "PO" + "ST".lower().upper(), "r": 1})
     s.share(e1), s.share(e2)
     assert type(e2.fields["n"]) is float and type(e2.fields["r"]) is int  # 400 == 400.0, but not shared
-    assert e2.fields["x"] is e1.fields["x"]
+    assert e2.fields["x"] is e1.fields["x"] and e2.fields is not e1.fields
+    e3 = Event("f", 3, 3, None, "INFO", None, None, "log", fields={"n": 400, "x": "POST", "r": 1.0})
+    e4 = Event("f", 4, 4, None, "INFO", None, None, "log", fields={"ids": ["a"]})
+    e5 = Event("f", 5, 5, None, "INFO", None, None, "log", fields={"ids": ["a"]})
+    s.share(e3), s.share(e4), s.share(e5)
+    assert e3.fields is e1.fields  # equal scalar fields: one dict
+    assert e4.fields is not e5.fields  # a list value: each keeps its own
 
 
 def test_the_table_is_bounded(monkeypatch):
