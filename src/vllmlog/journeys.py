@@ -379,6 +379,8 @@ class JourneyBuilder:
         c = rid + "-0"  # completions: `cmpl-<id>-0`; exception lines may name `cmpl-<id>`
         if c in self.open or c in self.closing:
             return c
+        if rid.endswith("-0") and (rid[:-2] in self.open or rid[:-2] in self.closing):
+            return rid[:-2]  # the engine's `cmpl-<id>-0` for a request the API server logged as `cmpl-<id>`
         return rid
 
     def _journey(self, rid: str, e: Event) -> Journey:

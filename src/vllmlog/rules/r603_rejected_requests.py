@@ -65,8 +65,15 @@ class RejectedRequests(Rule):
             asked = [j.max_tokens for j in v.journeys if getattr(j, "max_tokens", None)]
             need = (lim - max(asked)) if lim and asked else None
             long_shot = need is not None and lim and need >= 0.5 * lim and share >= 0.5
-            cat = "request_too_long" if mixed and not long_shot else "bad_request_params"
-            guess = (f"the same endpoints also answered {ok_same} requests successfully, so specific requests are "
+            # V1 checks a prompt's length before the engine takes the request ("Added request" comes after the
+            # check): rejections answered right after their request was added were not length errors
+            admitted = _admitted(v, rej)
+            after_add = admitted >= max(1, len(rej) / 2)
+            cat = "request_too_long" if mixed and not long_shot and not after_add else "bad_request_params"
+            guess = (f"{admitted} of the {len(rej)} rejected requests had been added to the engine just before the "
+                     f"400 (so they passed the length check) — most often a parameter the response cannot honour "
+                     f"(logprobs, n, a format) or an unsupported option" if after_add else
+                     f"the same endpoints also answered {ok_same} requests successfully, so specific requests are "
                      f"rejected — most often prompt + max_tokens above --max-model-len {u.ints(lim)}"
                      if cat == "request_too_long" else
                      f"{share:.0%} of requests fail, and with max_tokens ≤ {u.ints(max(asked))} a prompt would need "
@@ -92,5 +99,21 @@ class RejectedRequests(Rule):
                              "rejection." if mixed else
                              "Check the 400 response body on the client (it names the parameter) and fix the client; "
                              "restart with `--log-error-stack` to log each rejection."),
-                data={"rejected": len(rej), "share": share, "inferred": cat, "same_endpoint_ok": ok_same},
+                data={"rejected": len(rej), "share": share, "inferred": cat, "same_endpoint_ok": ok_same,
+                      "admitted_before_reject": admitted},
             )
+
+
+def _admitted(v: u.ServerView, rej: list[Any]) -> int:
+    """How many rejected requests the engine had taken, by accounting: requests the log shows reaching the engine
+    ("Added request", queued, scheduled) beyond the successful answers to the generation endpoints. A length (or
+    other input) check rejects before the engine sees the request, so those add nothing; a request that fails after
+    it was added (building the response) counts once on each side. 0 when nothing shows the engine's side."""
+    added = sum(1 for j in v.journeys if j.reached_engine)
+    if not added:
+        return 0
+    # POSTs answered below 400 = every POST access line but the ≥ 400 ones (those are the ones the run keeps)
+    failed = sum(1 for e in v.events if e.kind == "http_access" and e.fields.get("method") == "POST"
+                 and (e.fields.get("http_status") or 0) >= 400)
+    ok = (getattr(v.srv, "api_requests", 0) or 0) - failed
+    return max(0, min(len(rej), added - ok))
