@@ -75,10 +75,19 @@ def _state(run: Run, v: ServerView, *, restarted: bool, statuses: dict[str, int]
     return st
 
 
+def _cadence(gaps: list[float]) -> float:
+    """The stats interval the engine logs at while it works: the lower quartile of the times between stats lines
+    (with four or more), else their median. vLLM logs every interval only while it steps — an engine idle between
+    requests logs only when one arrives — so the median of a lightly used server's gaps is its idle time, not its
+    cadence."""
+    g = sorted(gaps)
+    return g[len(g) // 4] if len(g) >= 4 else median(g)
+
+
 def _intervals(samples: list[StatsSample], cap: int | None) -> list[Interval]:  # noqa: F821 - doc name
     gaps = [(b.ts - a.ts).total_seconds() for a, b in zip(samples, samples[1:])
             if a.ts is not None and b.ts is not None and b.ts > a.ts]
-    typical = median(gaps) if gaps else 10.0
+    typical = _cadence(gaps) if gaps else 10.0
     out: list[Interval] = []
     prev = None
     for s in samples:
@@ -122,7 +131,7 @@ def _coverage(run: Run, v: ServerView, engines: dict[Any, list[Interval]], ivs: 
         cov.span_s = max(0.0, (v.srv.end_ts - v.srv.start_ts).total_seconds())
     xs = [x for xx in engines.values() for x in xx]
     cov.stats_intervals = len(xs)
-    cov.interval_s = median(ivs) if ivs else None
+    cov.interval_s = _cadence(ivs) if ivs else None
     for x in xs:
         if x.gap_before_s is not None and x.ts is not None:
             from datetime import timedelta

@@ -132,7 +132,8 @@ def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             continue
         silent = (stop_ts - last.ts).total_seconds()
         later, later_ev = arrivals(last.ts, stop_ts + timedelta(seconds=1))
-        if silent >= quiet and len(later) + len(later_ev) >= 3:
+        # a last line that is itself stuck (requests running, not a token) needs less silence to show the stop
+        if silent >= (max(3 * typical, 30.0) if last.stuck else quiet) and len(later) + len(later_ev) >= 3:
             evid = [u.sample_ev(last.sample)] + [Evidence(j.file, j.first_line, "") for j in later[:2] if j.first_line] \
                 + [u.first(e) for e in later_ev[:3]]
             yield Symptom("stalled", st.file, st.index, Severity.CRITICAL,
