@@ -28,7 +28,6 @@ OPEN = {
     "blind12/06-v0-commandr-silent-engine-hang": "a silent V0 engine loop stop too short before the log ends",
     "blind13/15-npu-multinode-ray-cgraph-timeout-first-request": "a Ray compiled-graph timeout read as a hang",
     "blind13/16-maxnumseqs1-benchmark-queue-drains": "a deliberate --max-num-seqs 1 benchmark looks like a misconfigured seat limit",
-    "blind15/05-v0-tp8-lora-maxloras1-pending": "trust_remote_code inside a plain-format args line read as a load failure",
     "blind15/14-v0-llama70b-chatui-stop-button-aborts": "a chat UI's stop-button aborts at varied ages named client_abort",
     "blind16/03-v1-throughput-slow-decline": "a slow decline at constant load never compared with the run's own start",
 }

@@ -540,6 +540,9 @@ static int analyze_line(const char *s, Py_ssize_t n, int year, LI *li, int valid
          * "YYYY-MM-DD HH:MM:SS.mmm | component | … | " (envelope.CONSOLE): Python's */
         if (n > 32 && s[4] == '-' && s[10] == ' ' && s[19] == '.')
             for (Py_ssize_t i = 20; i < 30; i++) if (s[i] == ' ' && s[i + 1] == '|' && s[i + 2] == ' ') return L_BAIL;
+        /* Python logging's "YYYY-MM-DD HH:MM:SS[,mmm] - name - LEVEL - …" (envelope.PYLOG): Python's */
+        if (n > 24 && s[4] == '-' && s[7] == '-' && s[10] == ' ' && s[13] == ':' && s[16] == ':')
+            for (Py_ssize_t i = 19; i < 30 && i + 2 < n; i++) if (s[i] == ' ' && s[i + 1] == '-' && s[i + 2] == ' ') return L_BAIL;
     }
     if (c0 != '(' && c0 != '[' && !starts(s, n, "INFO") && !starts(s, n, "WARN") && !starts(s, n, "ERROR") &&
         !starts(s, n, "DEBUG") && !starts(s, n, "CRIT")) {
@@ -570,6 +573,9 @@ static int analyze_line(const char *s, Py_ssize_t n, int year, LI *li, int valid
                 q += w;  /* \s? : one whitespace character */
                 s = q;
                 n = end - q;
+                /* a second tag: "(EngineCore_DP0 pid=1) (Worker_TP0 pid=2) INFO …" (V1 0.11+ multiproc workers) —
+                 * the inner one names the process: Python's */
+                if (n > 0 && *q == '(') return L_BAIL;
             }
         }
     }

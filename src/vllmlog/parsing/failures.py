@@ -434,7 +434,7 @@ PATTERNS = [
         kind="model_load_error",
         prefix=None,
         contains="trust_remote_code",
-        regex=r"(?:requires you to execute the configuration file|set the option `?trust_remote_code=True|pass the argument `?trust_remote_code=True|trust_remote_code=True)",
+        regex=r"(?:requires you to execute the configuration file|set the option `?trust_remote_code=True|pass the argument `?trust_remote_code=True|contains custom code which must be executed)",
         post=_reason("trust_remote_code"),
         examples=["ValueError: Loading /data/models/InternVL2-8B requires you to execute the configuration file in that repo on your local machine. Make sure you have read the code there to avoid malicious use, then set the option `trust_remote_code=True` to remove this error."],
         doc="The model needs custom code: --trust-remote-code.",

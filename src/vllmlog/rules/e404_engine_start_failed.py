@@ -32,9 +32,13 @@ _LOAD = re.compile(r"model_loader|load_weights|safetensors|from_pretrained|hf_hu
 _PLATFORM = re.compile(r"(?:hip|cuda|rocm) runtime failed to load|provide architecture for which code is to be generated|"
                        r"no kernel image is available for execution|invalid device function|hipErrorNoBinaryForGpu|"
                        r"CUDA driver version is insufficient|Found no NVIDIA driver|Unsupported gpu architecture|"
+                       r"No CUDA GPUs are available|no CUDA-capable device is detected|"
                        r"is not compatible with the current PyTorch installation|undefined symbol: \w{1,200}|"
                        r"compute capability \S{1,10} (?:is )?(?:not supported|below)|"
                        r"(?:lib(?:cudart|cublas|nccl|amdhip64)\S{0,20}\.so\S{0,10}): cannot open shared object", re.I)
+
+#: The platform check found no device at all (visibility, not a build mismatch).
+_NO_DEVICE = re.compile(r"No CUDA GPUs are available|no CUDA-capable device is detected|Found no NVIDIA driver", re.I)
 
 #: A ValueError's own words for a violated constraint on the arguments.
 _CONFIG_MSG = re.compile(r"is greater than (?:the )?(?:max|--max)[_-]\w+|exceeds (?:the )?(?:max|--max)[_-]\w+|"
@@ -151,7 +155,11 @@ class EngineStartFailed(Rule):
                 server=v.index,
                 root_cause="The engine process raised during initialisation" + (" or did not become ready in time." if timeout else "."),
                 remediation={
-                    "config_error": ("Install a vLLM / PyTorch / Triton build made for this device (the official "
+                    "config_error": ("The process sees no GPU: give the container / pod its GPUs (`--gpus`, "
+                                     "`nvidia.com/gpu`), check `CUDA_VISIBLE_DEVICES`, and under Ray make sure the "
+                                     "process that builds the engine holds GPUs (`num_gpus`, the placement group), then "
+                                     "restart." if _NO_DEVICE.search(exc.text[-4000:]) or _NO_DEVICE.search(str(msg)) else
+                                     "Install a vLLM / PyTorch / Triton build made for this device (the official "
                                      "container for the platform, or the target architecture set for the toolchain, "
                                      "e.g. `PYTORCH_ROCM_ARCH` / `TORCH_CUDA_ARCH_LIST`), then restart."
                                      if _PLATFORM.search(exc.text[-4000:]) or _PLATFORM.search(str(msg)) else
