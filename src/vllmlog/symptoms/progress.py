@@ -4,6 +4,7 @@ slows down against the run's own normal."""
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from statistics import median
 from datetime import timedelta
@@ -461,6 +462,18 @@ def _silent(st: ServiceState) -> list[tuple[Interval, int]]:
     return out
 
 
+def _kv_bucket(kv: float | None) -> int:
+    """KV usage in steps of a factor of 1.5 (-1 unknown; 0 below 1 %)."""
+    if kv is None:
+        return -1
+    return 0 if kv < 0.01 else 1 + int(math.log(kv / 0.01) / math.log(1.5))
+
+
+def _comparable(a: tuple[float, int], b: tuple[float, int]) -> bool:
+    """Two (Running, KV bucket) loads are comparable: Running within ±25 %, KV usage within one bucket (or unknown)."""
+    return bool(b[0]) and 0.75 <= a[0] / b[0] <= 1.33 and (a[1] < 0 or b[1] < 0 or abs(a[1] - b[1]) <= 1)
+
+
 def full_windows(st: ServiceState) -> dict[int, tuple[Interval, Interval]]:
     """Intervals whose throughput is a rate of work, each → the interval before it. vLLM averages throughput over the
     time since its last stats line, so a line after a silence (a window longer than 1.5 × the engine's usual
@@ -493,34 +506,45 @@ def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
         ref: list[Interval] = []
         low: list[Interval] = []
         cur: list[Interval] = []
+        levels: list[float] = []  # per slow stretch, the reference level it fell from
+        cur_ref = 0.0
         # per Running value seen, the comparable earlier throughputs kept sorted as ref grows (the same values as
         # filtering ref for every interval, and the same median; linear in the run's length instead of quadratic)
-        comps: dict[float, list[float]] = {}
+        # comparable = Running within ±25 % and the KV cache as full within a factor of 1.5 (the same number of
+        # sequences with the same context: the same work per step); the reference is the upper quartile of what the
+        # server did before at such a load — what it showed it can do, so a slow decline is measured from its best
+        # sustained level, not from a median that declines with it
+        comps: dict[tuple[float, int], list[float]] = {}
         for x in busy:
-            comp = comps.get(x.running)
+            key = (x.running, _kv_bucket(x.kv))
+            comp = comps.get(key)
             if comp is None:
-                comp = comps[x.running] = sorted(r.gen_tps for r in ref if r.running
-                                                 and 0.75 <= x.running / r.running <= 1.33)
-            if len(comp) >= 3 and x.gen_tps < 0.5 * _sorted_median(comp):
+                comp = comps[key] = sorted(r.gen_tps for r in ref if _comparable(key, (r.running, _kv_bucket(r.kv))))
+            if len(comp) >= 3 and x.gen_tps < 0.5 * comp[(3 * len(comp)) // 4]:
+                if not cur:
+                    cur_ref = comp[(3 * len(comp)) // 4]
                 cur.append(x)
                 continue
             if len(cur) >= 3:
                 low.append(cur[0])
                 low += cur[1:]
+                levels.append(cur_ref)
             cur = []
             ref.append(x)
             if x.running:
+                rk = (x.running, _kv_bucket(x.kv))
                 for k, c in comps.items():
-                    if 0.75 <= k / x.running <= 1.33:
+                    if _comparable(k, rk):
                         bisect.insort(c, x.gen_tps)
         if len(cur) >= 3:
             low += cur
+            levels.append(cur_ref)
         if not low:
             continue
-        base = median(r.gen_tps for r in ref) if ref else None
+        base = levels[0]  # the reference the first slow stretch was measured against
         now = median(x.gen_tps for x in low)
         yield Symptom("slow", st.file, st.index, Severity.WARNING,
-                      f"Generation throughput fell to {now:.1f} tokens/s from {base:.1f} at a comparable load "
+                      f"Generation throughput fell to {now:.1f} tokens/s from {base:.1f}, what it sustained before at a comparable load "
                       f"({len(low)} stats intervals).", onset=low[0].ts, end=low[-1].ts,
                       trend=trend_of([-x.gen_tps for x in low]), evidence=u.dedupe(_ev(low)),
                       process=low[0].sample.process, data={"baseline_tps": base, "low_tps": now, "intervals": len(low)})
