@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
 _HANG = ("shm_broadcast_timeout", "rpc_timeout", "engine_iteration_timeout")
 #: Waiting > 0 with nothing admitted and nothing changing for this long is a stall (head-of-line blocking).
 NOT_ADMITTED_S = 300.0
+#: Running 0 with requests waiting and nothing processed for this long is a stall (nothing can be holding them back).
+EMPTY_NOT_ADMITTED_S = 60.0
 #: An offline progress bar not redrawn for this long (and 20 × its own seconds per prompt) has stopped.
 OFFLINE_SILENT_S = 600.0
 _SPI = re.compile(r"(\d+(?:\.\d+)?)\s?(s/it|it/s)")
@@ -66,6 +68,14 @@ def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                 if u.duration_s(g) >= NOT_ADMITTED_S:
                     j = xs.index(g[-1]) + 1
                     episodes.append((g, None, xs[j] if j < len(xs) else None))
+            # an empty engine that takes nothing: Running 0 with requests waiting, not a token prefilled or generated,
+            # for a minute — every seat and the whole KV cache are free, so no limit explains the wait (however the
+            # queue grows meanwhile)
+            for g in _runs(run_, lambda x: x.running == 0 and x.gen_tps == 0):
+                if len(g) >= 3 and u.duration_s(g) + g[0].dt_s >= EMPTY_NOT_ADMITTED_S and not any(
+                        g[0] is e[0][0] for e in episodes):
+                    j = xs.index(g[-1]) + 1
+                    episodes.append((g, None, xs[j] if j < len(xs) else None))
         for run_, gap, nxt in episodes:
             s0 = run_[0]
             end = nxt.ts if nxt is not None else run_[-1].ts
@@ -77,8 +87,9 @@ def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             if gap is not None and nxt is not None:
                 evid.append(u.sample_ev(nxt.sample))
             stuck = s0.stuck
+            wq = f"{s0.waiting}" if run_[-1].waiting == s0.waiting else f"{s0.waiting} → {run_[-1].waiting}"
             what = (f"Running {s0.running} at 0 tokens/s" if stuck else
-                    f"Running {s0.running} / Waiting {s0.waiting} with nothing admitted")
+                    f"Running {s0.running} / Waiting {wq} with nothing admitted")
             what += f" for {len(run_)} stats intervals" if len(run_) > 1 else ""
             if gap is not None:
                 what += f", then no stats line for {u.secs(gap)}"
