@@ -18,7 +18,7 @@ import logging
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 App = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 _Key = tuple[str, str, str, str | None, str | None]
 _Response = tuple[str, list[tuple[str, str]], bytes]
+AsyncApp = Callable[[_Key], Awaitable[_Response]]
 
 MAX_HEAD = 16 * 1024
 """Largest request head (request line and headers) accepted; longer: 431 and closed."""
@@ -37,8 +38,11 @@ class BoundedHTTPServer:
     ``server_address`` / ``server_port`` as socketserver's servers have them; ``counters`` (requests,
     served, builds, refused, evicted, timed_out, bad_request, app_error) are read by tests and benchmarks."""
 
-    def __init__(self, app: App, sock: socket.socket, *, timeout: float, max_connections: int, workers: int = 2) -> None:
+    def __init__(self, app: App, sock: socket.socket, *, timeout: float, max_connections: int, workers: int = 2,
+                 async_app: AsyncApp | None = None) -> None:
         self.app = app
+        self.async_app = async_app
+        """Called on the event loop instead of ``app`` on a worker (no thread hand-off: the exporter's process)."""
         self.sock = sock
         self.timeout = timeout
         self.max_connections = max_connections
@@ -171,7 +175,10 @@ class BoundedHTTPServer:
         if prev is not None:  # requests that arrive during a build wait for it to end, then share the next
             await asyncio.wait({prev})
         del self._pending[key]
-        run = asyncio.wrap_future(self._pool.submit(self._call, key), loop=self._loop)
+        if self.async_app is not None:
+            run: asyncio.Future[_Response] = asyncio.ensure_future(self.async_app(key))
+        else:
+            run = asyncio.wrap_future(self._pool.submit(self._call, key), loop=self._loop)
         self._running[key] = run
         self.counters["builds"] += 1
         try:

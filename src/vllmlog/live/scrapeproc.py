@@ -5,7 +5,7 @@ arrives then waits for it (on a loaded machine, over a second for a 1 MB line). 
 from this small child program, which imports nothing of the parser (only ``httpserver`` and the standard
 library) and runs the same bounded HTTP server on the listening socket the watcher bound and passed to it.
 
-Protocol (two pipes, both ends blocking). For each scrape the child writes a request — ``!QI`` (its number, the
+Protocol (two pipes). For each scrape the child writes a request — ``!QI`` (its number, the
 length) then JSON ``[method, path, query, Accept]`` — to its stdout. The watcher reads every request waiting,
 calls its WSGI app (``prometheus_client``'s, on the watcher's registry) once per distinct request, and answers
 each with a frame on the child's stdin — ``!QdII`` (the highest request number it answers, the wall time it
@@ -14,12 +14,15 @@ for the answer to its own number, so whenever the watcher is responsive the answ
 arrived, exactly as in-process; otherwise it gets the latest answer to the same request at once
 (``vllmlog_watch_exporter_late_scrapes_total``), and ``vllmlog_watch_exporter_snapshot_age_seconds`` says how old
 the numbers shown are. The child gzips (when asked) and exits when its stdin ends (the watcher stopped or died).
+Everything a scrape does in the child runs on the HTTP server's event loop (the pipe is read there too): no hand-off
+between threads, so a starved CPU has one thread to schedule per scrape, not three passing the GIL around.
 
     python -c BOOT LIVE_DIR FD INSTANCE TIMEOUT MAX_CONNECTIONS
 """
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import os
@@ -27,9 +30,8 @@ import signal
 import socket
 import struct
 import sys
-import threading
 import time
-from typing import Any, BinaryIO, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 if __package__:
     from .httpserver import BoundedHTTPServer
@@ -60,97 +62,104 @@ def _escape(v: str) -> str:
     return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def read_exactly(f: BinaryIO, n: int) -> bytes | None:
-    """``n`` bytes from a blocking pipe, or None at its end."""
-    buf = b""
-    while len(buf) < n:
-        chunk = f.read(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return buf
+class Answers(asyncio.Protocol):
+    """The child's side, all on the HTTP server's event loop (no thread hand-off per scrape, so a starved CPU
+    schedules one thread, not three handing the GIL around): asks the watcher to build each scrape's answer and
+    keeps the latest per request."""
 
-
-class Answers:
-    """The child's side: asks the watcher to build each scrape's answer and keeps the latest per request."""
-
-    def __init__(self, out: BinaryIO, instance: str) -> None:
-        self.out = out
+    def __init__(self, out_fd: int, instance: str) -> None:
+        self.out_fd = out_fd
         self.instance = _escape(instance)
-        self.cond = threading.Condition()
         self.latest: dict[Key, _Answer] = {}
         self.late = 0
         self.gone = False
+        self.ended: asyncio.Future[None] | None = None
         self._asked = 0
-        self._write = threading.Lock()
+        self._waiters: list[tuple[Key, int, asyncio.Future[None]]] = []
+        self._buf = b""
 
-    def read_frames(self, inp: BinaryIO) -> None:
-        """Read the watcher's answers until its end of the pipe closes."""
-        while True:
-            head = read_exactly(inp, FRAME.size)
-            if head is None:
-                break
-            rid, built, nh, nb = FRAME.unpack(head)
+    # -- the watcher's answers (an asyncio protocol on the read end of stdin)
+    def data_received(self, data: bytes) -> None:
+        """Frames from the watcher: keep the newest answer per request, wake the scrapes it answers."""
+        self._buf += data
+        while len(self._buf) >= FRAME.size:
+            rid, built, nh, nb = FRAME.unpack_from(self._buf)
             if nh > MAX_FRAME or nb > MAX_FRAME:
-                break
-            meta, body = read_exactly(inp, nh), read_exactly(inp, nb)
-            if meta is None or body is None:
-                break
+                self.eof_received()
+                return
+            end = FRAME.size + nh + nb
+            if len(self._buf) < end:
+                return
+            meta, body = self._buf[FRAME.size:FRAME.size + nh], self._buf[FRAME.size + nh:end]
+            self._buf = self._buf[end:]
             key, status, headers = json.loads(meta)
             k: Key = (key[0], key[1], key[2], key[3])
-            with self.cond:
-                old = self.latest.get(k)
-                if old is None or rid >= old[0]:
-                    self.latest[k] = (rid, built, status, [(str(a), str(b)) for a, b in headers], body)
-                self.cond.notify_all()
-        with self.cond:
-            self.gone = True
-            self.cond.notify_all()
+            old = self.latest.get(k)
+            if old is None or rid >= old[0]:
+                self.latest[k] = (rid, built, status, [(str(a), str(b)) for a, b in headers], body)
+            keep = []
+            for w in self._waiters:
+                if w[0] == k and w[1] <= rid:
+                    if not w[2].done():
+                        w[2].set_result(None)
+                else:
+                    keep.append(w)
+            self._waiters = keep
+
+    def eof_received(self) -> None:
+        """The watcher's end of the pipe closed: answer what waits with what there is, then end."""
+        self.gone = True
+        for _k, _r, f in self._waiters:
+            if not f.done():
+                f.set_result(None)
+        self._waiters = []
+        if self.ended is not None and not self.ended.done():
+            self.ended.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof_received()
 
     def _ask(self, key: Key) -> int:
+        self._asked += 1
         data = json.dumps(list(key)).encode()
-        with self._write:
-            self._asked += 1
-            rid = self._asked
-            try:
-                self.out.write(REQUEST.pack(rid, len(data)) + data)
-                self.out.flush()
-            except (OSError, ValueError):
-                pass  # the watcher is gone: the latest answer is all there is
-            return rid
+        try:
+            os.write(self.out_fd, REQUEST.pack(self._asked, len(data)) + data)  # < PIPE_BUF: one atomic write
+        except OSError:
+            pass  # the watcher is gone: the latest answer is all there is
+        return self._asked
 
-    def app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        """The WSGI app the bounded server calls: the watcher's answer if it comes in time, else the latest one."""
-        key: Key = (environ["REQUEST_METHOD"], environ["PATH_INFO"], environ.get("QUERY_STRING", ""),
-                    environ.get("HTTP_ACCEPT"))
+    async def _wait(self, key: Key, rid: int, timeout: float) -> None:
+        if self.gone:
+            return
+        f: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((key, rid, f))
+        try:
+            await asyncio.wait_for(f, timeout)
+        except asyncio.TimeoutError:
+            self._waiters = [w for w in self._waiters if w[2] is not f]
+
+    async def answer(self, req: tuple[str, str, str, str | None, str | None]) -> tuple[str, list[tuple[str, str]], bytes]:
+        """One scrape (the bounded server's ``async_app``): the watcher's answer if it comes in time, else the latest."""
+        method, path, query, accept, encoding = req
+        key: Key = (method, path, query, accept)
         rid = self._ask(key)
-
-        def answered() -> bool:
-            a = self.latest.get(key)
-            return self.gone or (a is not None and a[0] >= rid)
-
-        with self.cond:
-            self.cond.wait_for(answered, FRESH_WAIT_S)
-            if key not in self.latest:
-                self.cond.wait_for(lambda: self.gone or key in self.latest, FIRST_WAIT_S)
-            a = self.latest.get(key)
-            if a is not None and a[0] < rid:
-                self.late += 1
-            late = self.late
+        await self._wait(key, rid, FRESH_WAIT_S)
+        if key not in self.latest:
+            await self._wait(key, 0, FIRST_WAIT_S)
+        a = self.latest.get(key)
         if a is None:
-            start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
-            return [b"the watcher has not answered yet\n"]
+            return "503 Service Unavailable", [("Content-Type", "text/plain")], b"the watcher has not answered yet\n"
+        if a[0] < rid:
+            self.late += 1
         _rid, built, status, headers, body = a
         ctype = next((v for h, v in headers if h.lower() == "content-type"), "")
         if status.startswith("200") and (ctype.startswith("text/plain") or ctype.startswith("application/openmetrics-text")):
-            body = self._with_own(body, ctype.startswith("application/openmetrics-text"), late,
+            body = self._with_own(body, ctype.startswith("application/openmetrics-text"), self.late,
                                   max(0.0, time.time() - built))
-        enc = environ.get("HTTP_ACCEPT_ENCODING") or ""
-        if body and any(e.split(";")[0].strip().lower() == "gzip" for e in enc.split(",")):
+        if body and any(e.split(";")[0].strip().lower() == "gzip" for e in (encoding or "").split(",")):
             body = gzip.compress(body)
             headers = headers + [("Content-Encoding", "gzip")]
-        start_response(status, headers)
-        return [body]
+        return status, headers, body
 
     def _with_own(self, body: bytes, om: bool, late: int, age: float) -> bytes:
         """The watcher's exposition plus the child's own two families (before OpenMetrics' ``# EOF``)."""
@@ -167,20 +176,34 @@ class Answers:
         return body + own
 
 
+def _unused_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    raise RuntimeError("the exporter's process answers on its event loop (async_app)")
+
+
 def main(argv: list[str]) -> None:
     """The child program (see the module docstring for its arguments)."""
     fd, instance, timeout, max_conn = argv[:4]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the watcher; we end with its pipe
     sock = socket.socket(fileno=int(fd))
-    answers = Answers(sys.stdout.buffer, instance)
-    server = BoundedHTTPServer(answers.app, sock, timeout=float(timeout), max_connections=int(max_conn))
+    answers = Answers(sys.stdout.fileno(), instance)
+    server = BoundedHTTPServer(_unused_app, sock, timeout=float(timeout), max_connections=int(max_conn),
+                               async_app=answers.answer)
     server.start()
+    loop = server._loop  # noqa: SLF001  (the server's own loop: every scrape and the pipe on one thread)
+
+    async def follow() -> None:
+        answers.ended = loop.create_future()
+        await loop.connect_read_pipe(lambda: answers, sys.stdin.buffer)  # type: ignore[arg-type,return-value]
+        await answers.ended
+
     try:
-        answers.read_frames(sys.stdin.buffer)
+        asyncio.run_coroutine_threadsafe(follow(), loop).result()
+    except Exception:  # noqa: BLE001  (the server's loop ended first: nothing left to serve)
+        pass
     finally:
         server.shutdown()
         server.server_close()
-        os._exit(0)  # no interpreter teardown racing the server's daemon threads
+        os._exit(0)  # no interpreter teardown racing the server's daemon thread
 
 
 if __name__ == "__main__":
