@@ -9,7 +9,7 @@ and the exporter's scrape latency while ``watch`` reads the file as it is append
 
 Loopback only; every loop is bounded in time.
 
-    python bench/bench_fuzz_watch.py --lines 1000000
+    python bench/bench_fuzz_watch.py --lines 1000000 [--exporter process thread] [--watch-only]
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def _scrape(port: int) -> tuple[float, dict[str, float] | None]:
     return dt, out
 
 
-def watch_run(fuzz: Path, n: int, rate: int, limit_s: float) -> dict:
+def watch_run(fuzz: Path, n: int, rate: int, limit_s: float, exporter: str = "process") -> dict:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -114,7 +114,7 @@ def watch_run(fuzz: Path, n: int, rate: int, limit_s: float) -> dict:
         log = Path(d) / "vllm.log"
         log.write_bytes(b"")
         p = subprocess.Popen([sys.executable, "-m", "vllmlog", "watch", str(log), "--listen", f"127.0.0.1:{port}",
-                              "--no-stdout"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              "--no-stdout", "--exporter", exporter], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
         end = time.monotonic() + 60
         while _scrape(port)[1] is None:
@@ -173,6 +173,8 @@ def main() -> None:
     ap.add_argument("--big-every", type=int, default=50_000, help="a 1 MB line every N lines (0: none)")
     ap.add_argument("--rate", type=int, default=20_000, help="lines/s appended while watch follows")
     ap.add_argument("--limit", type=float, default=1800.0, help="seconds watch may take")
+    ap.add_argument("--exporter", nargs="+", default=["process"], help="watch --exporter mode(s), one watch run each")
+    ap.add_argument("--watch-only", action="store_true", help="skip parse, summary and analyze")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         fuzz = Path(d) / "fuzz.log"
@@ -180,16 +182,19 @@ def main() -> None:
         size = fuzz.stat().st_size
         print(f"## fuzz campaign: {n:,} lines ({size / 1e6:.0f} MB), seed {a.seed}, a 1 MB line every {a.big_every:,} "
               f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f})\n")
-        print("| command | exit | traceback | seconds |\n|---|---:|---|---:|")
-        for args in (["parse", str(fuzz), "--stats"], ["summary", str(fuzz), "--json"],
-                     ["analyze", str(fuzz), "--json", "--no-html"]):
-            rc, err, dt = _cli(*args)
-            print(f"| {args[0]} {' '.join(args[2:])} | {rc} | {'YES' if 'Traceback' in err else 'no'} | {dt:.0f} |", flush=True)
-        r = watch_run(fuzz, n, a.rate, a.limit)
-        print(f"\nwatch (appended at {a.rate:,} lines/s, scraped every 0.25 s): alive {r['alive']}, traceback "
-              f"{r['traceback']}, lines read {r['lines_read']:,.0f} / counted {r['lines_counted']:,.0f} of {n:,}, "
-              f"stage errors {r['stage_errors']:.0f}, {r['scrapes']:,} scrapes, max {r['max_s'] * 1e3:.0f} ms, "
-              f"{r['over_1s']} over 1 s, {r['elapsed_s']:.0f} s (load {os.getloadavg()[0]:.1f})")
+        if not a.watch_only:
+            print("| command | exit | traceback | seconds |\n|---|---:|---|---:|")
+            for args in (["parse", str(fuzz), "--stats"], ["summary", str(fuzz), "--json"],
+                         ["analyze", str(fuzz), "--json", "--no-html"]):
+                rc, err, dt = _cli(*args)
+                print(f"| {args[0]} {' '.join(args[2:])} | {rc} | {'YES' if 'Traceback' in err else 'no'} | {dt:.0f} |",
+                      flush=True)
+        for mode in a.exporter:
+            r = watch_run(fuzz, n, a.rate, a.limit, mode)
+            print(f"\nwatch --exporter {mode} (appended at {a.rate:,} lines/s, scraped every 0.25 s): alive {r['alive']}, "
+                  f"traceback {r['traceback']}, lines read {r['lines_read']:,.0f} / counted {r['lines_counted']:,.0f} of "
+                  f"{n:,}, stage errors {r['stage_errors']:.0f}, {r['scrapes']:,} scrapes, max {r['max_s'] * 1e3:.0f} ms, "
+                  f"{r['over_1s']} over 1 s, {r['elapsed_s']:.0f} s (load {os.getloadavg()[0]:.1f})", flush=True)
 
 
 if __name__ == "__main__":
