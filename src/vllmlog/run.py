@@ -453,6 +453,8 @@ class Pipeline:
             if "_offline_progress" not in srv.config and is_offline_progress(e):
                 srv.config["_offline_progress"] = e.line  # offline LLM.generate at work: the first such bar is kept
                 self._keep(e)
+        if k == "nccl_debug" and e.fields.get("severity") in ("WARN", "ERROR"):
+            self._keep(e)  # NCCL_DEBUG's warnings are the evidence of a transport failure; its INFO lines are volume
         if k not in HIGH_VOLUME:
             if (k == "shutdown_step" and e.fields.get("action") == "shutdown triggered") or (
                 k == "log" and e.text.find("[shutdown] API server: shutdown triggered") >= 0

@@ -220,6 +220,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "seq": ("int", "", "NCCL work sequence number"),
     "op": ("str", "", "NCCL collective operation (ALLREDUCE, …)"),
     "severity": ("str", "", "severity letter/word of a C++ or NCCL line (E/W/I, INFO/WARN)"),
+    "nccl_src": ("str", "", "NCCL source position a WARN line names (misc/shmutils.cc:72)"),
     "warning": ("str", "", "Python warning category"),
     "platform": ("str", "", "device platform"),
     "max_num_batched_tokens": ("int", "tokens", "token budget per scheduler step"),

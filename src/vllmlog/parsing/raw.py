@@ -117,8 +117,10 @@ for _p in [
         kind="nccl_debug",
         prefix=None,
         contains=" NCCL ",
-        regex=r"^\S+:(?P<pid>\d+):\d+ \[(?P<rank>\d+)\] NCCL (?P<severity>INFO|WARN|ERROR|TRACE) (?P<_msg>.*)$",
-        examples=["omega-ws:53277:53301 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM"],
+        # NCCL's WARN macro prints the source position first: "[0] misc/shmutils.cc:72 NCCL WARN Error: …"
+        regex=r"^\S+:(?P<pid>\d+):\d+ \[(?P<rank>\d+)\] (?:(?P<nccl_src>[\w./-]{1,120}:\d{1,6}) )?NCCL (?P<severity>INFO|WARN|ERROR|TRACE) (?P<_msg>.*)$",
+        examples=["omega-ws:53277:53301 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM",
+                  "gpu-node-3:2650:2719 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-Ab3kQz to 9637892 bytes"],
         doc="NCCL_DEBUG output.",
         source="nccl",
     ),

@@ -96,17 +96,26 @@ class NcclCollectiveFailure(Rule):
                     f"{str(f.get('exc_type') or 'error').rsplit('.', 1)[-1]}: {exc}"[:160] if exc else u.msg_of(e)[:160])
             if died:
                 msg += f"; worker died ({u.exit_code_text(died[0].fields.get('exit_code'))})"
+            # NCCL_DEBUG's own warnings just before the failure say which transport broke (/dev/shm, IB, sockets)
+            warns = [x for x in v.of("nccl_debug") if x.fields.get("severity") in ("WARN", "ERROR")
+                     and x.line <= e.line and (x.ts is None or e.ts is None or (e.ts - x.ts).total_seconds() <= 600)][-3:]
+            shm = any("/dev/shm" in x.text for x in warns)
+            if warns:
+                msg += f"; NCCL warned: {u.msg_of(warns[0]).split('NCCL WARN', 1)[-1].strip()[:120]}"
             fin = self.finding(
-                msg + ".", evidence=u.dedupe([u.first(e)] + [u.first(x) for x in evs if x is not e][:2]
-                                             + [u.first(x) for x in died[:1]]),
+                msg + ".", evidence=u.dedupe([u.first(x) for x in warns[:2]] + [u.first(e)]
+                                             + [u.first(x) for x in evs if x is not e][:2] + [u.first(x) for x in died[:1]]),
                 first_seen=e.ts, last_seen=(died[0].ts if died else evs[-1].ts), count=len(evs), file=v.file,
                 process=e.process, server=v.index,
                 root_cause=("The ranks initialised NCCL but the first all-reduce never completed: the selected transport "
                             "(P2P/CUMEM, SHM or network) does not work on this host." if first_coll else
                             "A collective between ranks did not complete: a rank is stuck, or the interconnect failed."),
-                remediation="Start with `NCCL_P2P_DISABLE=1` (broken GPU peer-to-peer is the usual culprit on consumer "
+                remediation=("NCCL could not create its shared-memory segment: give the container a larger /dev/shm "
+                             "(`docker run --shm-size 16g` / `--ipc=host`, or an emptyDir with medium Memory mounted at "
+                             "/dev/shm in Kubernetes), or set `NCCL_SHM_DISABLE=1`." if shm else
+                             "Start with `NCCL_P2P_DISABLE=1` (broken GPU peer-to-peer is the usual culprit on consumer "
                             "GPUs/VMs); also try `--disable-custom-all-reduce`, `NCCL_SHM_DISABLE=1`, "
-                            "`NCCL_SOCKET_IFNAME=<iface>`; diagnose with `NCCL_DEBUG=INFO` and `nvidia-smi topo -m`.",
+                            "`NCCL_SOCKET_IFNAME=<iface>`; diagnose with `NCCL_DEBUG=INFO` and `nvidia-smi topo -m`."),
                 data={"seq": seq, "op": f.get("op"), "timeout_s": f.get("timeout_s"),
                       "logged_late": bool(tmo) or bool(_LATE.search(e.text)),
                       **({"onset_ts": e.ts - timedelta(seconds=ran)} if tmo and e.ts and (ran := u.num(f.get("ran_s"))
