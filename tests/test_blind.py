@@ -32,11 +32,11 @@ OPEN = {
     "blind17/09-v0-echo-logprobs-topk-500": "a request-path traceback before 500s with a live engine named engine_dead",
     "blind17/10-v0-tp2-hang-cudagraph-capture": "a start-up that stops in CUDA-graph capture for minutes is no symptom",
     "blind17/11-v041-specdec-with-ray-tp4-assert": "an assertion naming an unsupported combination read as engine_dead",
-    "blind17/16-healthy-chat-ui-cancels-and-404": "404s for a model name that does not exist are a warning",
     "blind18/07-verl-grpo-qwen15b-a6000": "an offline engine's first-step OOM read as a start-up OOM",
     "blind18/09-fastchat-qwen72b-int4-worker": "a wrapper's worker timeout (500, TimeoutError) named bad_request_params",
     "blind18/10-openrlhf-ppo-llama3-2xa100": "Ray placement that can never be scheduled is no symptom",
 
+    "blind17/16-healthy-chat-ui-cancels-and-404": "a chat UI's stop-button aborts at varied ages named client_abort",
 }
 
 

@@ -124,6 +124,20 @@ def _failing_category(fails: list[Event]) -> str | None:
 REJECTED_SHARE = 0.10
 
 
+#: What a client set up wrong, whatever it sends: a model name the server does not serve, missing or bad credentials.
+_CLIENT_SETUP = re.compile(r"model [`'\"]?[^`'\"\s]{0,200}[`'\"]? does not exist|NotFoundError|Unauthorized|"
+                           r"invalid api key|Incorrect API key", re.I)
+
+
+def _misconfigured_client(acc: list[Event], rej: list[Event]) -> bool:
+    """Every rejection is a client's own set-up (404 for a model the server does not serve, 401/403): the requests
+    never asked the server for work, so below half of the traffic they are a note about that client, not an incident."""
+    codes = {e.fields.get("http_status") for e in acc}
+    if rej:
+        return all(_CLIENT_SETUP.search(e.text) for e in rej)
+    return bool(codes) and codes <= {401, 403, 404}
+
+
 @detector("rejected")
 def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     """Requests rejected as invalid (HTTP 400/401/403/404-on-the-API/413/422, or a rejection line): the server is
@@ -155,7 +169,8 @@ def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     rej = rej or reasons
     share = _share(n, st) if not wrong else len(wrong) / (len(wrong) + api)
     sev = (Severity.ERROR if share >= 0.5 and n >= 3 else
-           Severity.WARNING if share >= 0.5 or (n >= 2 and share >= REJECTED_SHARE) else Severity.INFO)
+           Severity.WARNING if share >= 0.5 or (n >= 2 and share >= REJECTED_SHARE and not _misconfigured_client(
+               acc, rej)) else Severity.INFO)
     text = " ".join(u.msg_of(e)[:300] for e in rej[:10])
     length = bool(rej) and sum(1 for e in rej if _LENGTH.search(e.text) or u.is_length_rejection(e)) >= len(rej) / 2
     cat = "request_too_long" if length else "bad_request_params"
