@@ -98,9 +98,34 @@ _ENGINE_PATH = re.compile(r"EngineDead|engine/core|core_client|async_llm_engine\
 
 def _request_tracebacks(v: u.ServerView, e5: list[Event]) -> list[Event]:
     """The tracebacks the API server printed while handling a request, each right before (≤ 3 records, ≤ 2 s)
-    one of the 5xx answers, with its frames in request handling and none in the engine."""
-    return _records_before(v, e5, 3, lambda e: bool(e.fields.get("exc_type")) and bool(_REQUEST_PATH.search(e.text))
-                           and not _ENGINE_PATH.search(e.text))
+    one of the 5xx answers — or right after it: uvicorn's "Exception in ASGI application" follows the access line
+    of the 500 it sent —, with its frames in request handling and none in the engine."""
+    def pred(e: Event) -> bool:
+        return bool(e.fields.get("exc_type")) and bool(_REQUEST_PATH.search(e.text)) and not _ENGINE_PATH.search(e.text)
+
+    out = _records_before(v, e5, 3, pred)
+    return out + [e for e in _records_after(v, e5, 3, pred) if e not in out]
+
+
+def _records_after(v: u.ServerView, answers: list[Event], n: int, pred: Callable[[Event], bool]) -> list[Event]:
+    """``_records_before`` looking forward: the first record ``pred`` accepts among the ``n`` after each access line
+    (no other access line between, starting ≤ ``n`` lines and ≤ 2 s after it)."""
+    evs = v.events
+    pos = {id(e): i for i, e in enumerate(evs)}
+    out: list[Event] = []
+    for a in answers:
+        i = pos.get(id(a))
+        if i is None:
+            continue
+        for e in evs[i + 1:i + 1 + n]:
+            if e.kind == "http_access":
+                break
+            if e.line - a.line_end <= n and (e.ts is None or a.ts is None or 0 <= (e.ts - a.ts).total_seconds() <= 2) \
+                    and pred(e):
+                if e not in out:
+                    out.append(e)
+                break
+    return out
 
 
 def _failing_category(fails: list[Event]) -> str | None:
