@@ -44,7 +44,7 @@ _NO_DEVICE = re.compile(r"No CUDA GPUs are available|no CUDA-capable device is d
 _CONFIG_MSG = re.compile(r"is greater than (?:the )?(?:max|--max)[_-]\w+|exceeds (?:the )?(?:max|--max)[_-]\w+|"
                          r"must be (?:divisible|less|greater|at (?:least|most)|one of|a multiple|between|positive|"
                          r"non-negative|<=?|>=?)|is not divisible|is not supported (?:for|with|by|when)|"
-                         r"not supported (?:with|for|when)|invalid (?:value|choice|argument)|unrecognized argument", re.I)
+                         r"not (?:yet )?supported (?:with|for|when|on|by)|invalid (?:value|choice|argument)|unrecognized argument", re.I)
 
 
 #: The words of an exception that only reports another one (the frontend or the engine core saying a child failed).
@@ -84,9 +84,11 @@ def _infer(e, xt: str | None = None, xm: str | None = None) -> str:
         return "config_error"
     if _LOAD.search(e.text) and "Error" in xt and not _CONFIG_FRAMES.search(e.text.split("\n")[-1]):
         return "model_load_failure"
-    if any(t in xt for t in ("ValueError", "TypeError", "ValidationError", "NotImplementedError", "AttributeError")) \
-            and (_CONFIG_FRAMES.search(e.text) or ("ValueError" in xt and _CONFIG_MSG.search(xm))):
-        # raised while the engine's configuration was built — or a ValueError worded as a violated constraint on the
+    if (any(t in xt for t in ("ValueError", "TypeError", "ValidationError", "NotImplementedError", "AttributeError"))
+            and _CONFIG_FRAMES.search(e.text)) or (any(t in xt for t in ("ValueError", "AssertionError", "NotImplementedError"))
+                                                  and _CONFIG_MSG.search(xm)):
+        # raised while the engine's configuration was built — or a ValueError (an assertion, a NotImplementedError)
+        # worded as a violated constraint or an unsupported combination of the
         # arguments, when the traceback's frames were cut from the log (a crash loop's repeats, a pasted excerpt)
         return "config_error"
     if "NCCL" in xm or "nccl" in e.text.lower() and "Dist" in xt:
