@@ -660,6 +660,10 @@ def test_template_agrees_with_regex(p: Any, data: st.DataObject) -> None:
         env = (UVICORN if p is ACCESS else VLLM).match(lines[1].rstrip("\r"))  # the parser strips trailing \r first
         assert env is not None, f"C took {lines[1]!r}, which has no envelope"
         seen = env.groups()[-1]  # the message as the parser sees it
+        h0 = MESSAGES.match(seen)
+        if p.match(seen) is None and h0 is not None and h0[0] is not p and h0[0] in FAST_PATTERNS:
+            return  # the draw shrank into another template's message ('Added request a.' is V1's request_added):
+            # the scanner took it as that one, and the event already equals the pure path's (assert_same above)
         assert p.match(seen) is not None, f"C took {seen!r} but {p.id}'s regex does not match"
         if p is not ACCESS:
             h = MESSAGES.match(seen)

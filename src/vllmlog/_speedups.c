@@ -1794,7 +1794,9 @@ static int rec_start(Scan *sc, Rec *r, const LI *li, const char *line, Py_ssize_
         r->lvl = li->lvl; r->L = li->L;
         if (starts(msg, mn, "Exception in ASGI application")) r->cont = 1;
     } else {
-        if (starts(msg, mn, "Traceback (most recent call last)")) r->tb = 1;
+        /* Ray prints an actor's creation-task traceback without the header line (as parser.py) */
+        if (starts(msg, mn, "Traceback (most recent call last)") || starts(msg, mn, "Exception raised in creation task: "))
+            r->tb = 1;
         else if (starts(msg, mn, "Process ") && mn && msg[mn - 1] == ':') r->cont = 1;
         else if (starts(msg, mn, "Exception in callback ")) { r->raw_cont = 5; r->cont = 1; }
         else if (starts(msg, mn, "terminate called after throwing")) r->raw_cont = 4;

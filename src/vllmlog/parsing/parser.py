@@ -821,7 +821,7 @@ def _c_classify(key: str) -> tuple[Any, ...]:
     elif shape == "U":
         r.fields = {"_uvicorn": True}
     else:
-        r.tb = r.msg.startswith("Traceback (most recent call last)")
+        r.tb = r.msg.startswith(("Traceback (most recent call last)", "Exception raised in creation task: "))
     for m in msgs[1:]:
         _continue(r, 0, "", m)
     kind, pattern, rid, fields, tmpl, lvl = _classify(r)
