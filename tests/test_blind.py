@@ -31,7 +31,6 @@ OPEN = {
     "blind15/14-v0-llama70b-chatui-stop-button-aborts": "a chat UI's stop-button aborts at varied ages named client_abort",
     "blind17/10-v0-tp2-hang-cudagraph-capture": "a start-up that stops in CUDA-graph capture for minutes is no symptom",
     "blind18/07-verl-grpo-qwen15b-a6000": "an offline engine's first-step OOM read as a start-up OOM",
-    "blind18/09-fastchat-qwen72b-int4-worker": "a wrapper's worker timeout (500, TimeoutError) named bad_request_params",
     "blind18/10-openrlhf-ppo-llama3-2xa100": "Ray placement that can never be scheduled is no symptom",
 
     "blind17/16-healthy-chat-ui-cancels-and-404": "a chat UI's stop-button aborts at varied ages named client_abort",

@@ -129,7 +129,9 @@ def _records_after(v: u.ServerView, answers: list[Event], n: int, pred: Callable
 
 
 def _failing_category(fails: list[Event]) -> str | None:
-    text = " ".join(str(e.fields.get("exc_message") or e.fields.get("error") or u.msg_of(e))[:300] for e in fails[:5])
+    # the exception's type too: a bare "TimeoutError" / "asyncio.TimeoutError" has no message to read
+    text = " ".join((str(e.fields.get("exc_type") or "") + ": " + str(e.fields.get("exc_message") or e.fields.get("error")
+                                                                      or u.msg_of(e)))[:300] for e in fails[:5])
     if re.search(r"out of memory|OutOfMemory", text, re.I):
         return "runtime_oom"
     if _LENGTH.search(text):
