@@ -104,28 +104,7 @@ def _request_tracebacks(v: u.ServerView, e5: list[Event]) -> list[Event]:
         return bool(e.fields.get("exc_type")) and bool(_REQUEST_PATH.search(e.text)) and not _ENGINE_PATH.search(e.text)
 
     out = _records_before(v, e5, 3, pred)
-    return out + [e for e in _records_after(v, e5, 3, pred) if e not in out]
-
-
-def _records_after(v: u.ServerView, answers: list[Event], n: int, pred: Callable[[Event], bool]) -> list[Event]:
-    """``_records_before`` looking forward: the first record ``pred`` accepts among the ``n`` after each access line
-    (no other access line between, starting ≤ ``n`` lines and ≤ 2 s after it)."""
-    evs = v.events
-    pos = {id(e): i for i, e in enumerate(evs)}
-    out: list[Event] = []
-    for a in answers:
-        i = pos.get(id(a))
-        if i is None:
-            continue
-        for e in evs[i + 1:i + 1 + n]:
-            if e.kind == "http_access":
-                break
-            if e.line - a.line_end <= n and (e.ts is None or a.ts is None or 0 <= (e.ts - a.ts).total_seconds() <= 2) \
-                    and pred(e):
-                if e not in out:
-                    out.append(e)
-                break
-    return out
+    return out + [e for e in _records_before(v, e5, 3, pred, after=True) if e not in out]
 
 
 def _failing_category(fails: list[Event]) -> str | None:
@@ -229,10 +208,12 @@ def _reasons_before(v: u.ServerView, acc: list[Event]) -> list[Event]:
     return _records_before(v, acc, 4, lambda e: e.level in ("ERROR", "WARNING"))
 
 
-def _records_before(v: u.ServerView, answers: list[Event], n: int, pred: Callable[[Event], bool]) -> list[Event]:
+def _records_before(v: u.ServerView, answers: list[Event], n: int, pred: Callable[[Event], bool], *,
+                    after: bool = False) -> list[Event]:
     """For each access line in ``answers``, the nearest record ``pred`` accepts among the ``n`` records before it —
     no other access line between, ending ≤ ``n`` lines and ≤ 2 s before it: what the API server logged about that
-    request (each record once, in answer order)."""
+    request (each record once, in answer order). ``after``: the same looking forward (uvicorn logs the traceback of a
+    500 after its access line)."""
     if not answers:
         return []
     evs = v.events
@@ -242,11 +223,12 @@ def _records_before(v: u.ServerView, answers: list[Event], n: int, pred: Callabl
         i = pos.get(id(a))
         if i is None:
             continue
-        for e in reversed(evs[max(0, i - n):i]):
+        for e in (evs[i + 1:i + 1 + n] if after else reversed(evs[max(0, i - n):i])):
             if e.kind == "http_access":
                 break
-            if a.line - e.line_end <= n and (e.ts is None or a.ts is None or 0 <= (a.ts - e.ts).total_seconds() <= 2) \
-                    and pred(e):
+            near, dt = (e.line - a.line_end, (e.ts - a.ts) if e.ts and a.ts else None) if after else \
+                (a.line - e.line_end, (a.ts - e.ts) if e.ts and a.ts else None)
+            if near <= n and (dt is None or 0 <= dt.total_seconds() <= 2) and pred(e):
                 if e not in out:
                     out.append(e)
                 break
