@@ -24,6 +24,9 @@ WAITS = frozenset({"shm_broadcast_timeout", "rpc_timeout", "engine_iteration_tim
                    "nccl_timeout"})
 #: Seconds without a new start-up milestone after which a start-up that logs only waits is stuck.
 STUCK_S = 120.0
+#: A start-up stopped on request this long after its last milestone, with no progress bar moving meanwhile, was stuck
+#: (the operator gave up on it): longer than any weight load or graph capture that still logs nothing.
+INTERRUPTED_STUCK_S = 600.0
 _EXC_HEAD = re.compile(r"(?:Error|Exception|Exit|Interrupt)\b")
 
 
@@ -73,15 +76,22 @@ def never_ready(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     """Started, never served: it failed (an error, a traceback, a process exit), or it is stuck (only waits,
     or minutes without a new start-up milestone). A log that simply ends during start-up is not a symptom."""
     lc, v = st.lifecycle, st.view
-    if not lc.never_ready or v.peer_serving:
+    # stopped on request during start-up (Ctrl-C, SIGTERM): the operator gave up on a start-up only when it had made
+    # no progress for many minutes before the stop — else it is a stop like any other
+    interrupted = lc.started and not lc.serving and lc.shutdown_ts is not None
+    if not (lc.never_ready or interrupted) or v.peer_serving:
         return
-    errs = _errors(st)
-    waits = [e for e in v.events if e.kind in WAITS]
+    errs = _errors(st) if not interrupted else []
+    waits = [e for e in v.events if e.kind in WAITS and not (interrupted and v.in_shutdown(e.line))]
     last_ms = max((e for e in v.events if e.kind in _MILESTONES), key=lambda e: e.line, default=None)
     stuck_s = None
     if last_ms is not None and last_ms.ts is not None and v.srv.end_ts is not None:
         stuck_s = (v.srv.end_ts - last_ms.ts).total_seconds()
-    stuck = bool(waits) or (stuck_s is not None and stuck_s >= STUCK_S and _activity_after(v, last_ms))
+    if interrupted:
+        moving = last_ms is not None and any(e.kind == "progress" and e.line > last_ms.line for e in v.events)
+        stuck = bool(waits) or (stuck_s is not None and stuck_s >= INTERRUPTED_STUCK_S and not moving)
+    else:
+        stuck = bool(waits) or (stuck_s is not None and stuck_s >= STUCK_S and _activity_after(v, last_ms))
     if not errs and not stuck:
         return
     root = errs[0] if errs else (waits[0] if waits else last_ms)
