@@ -30,7 +30,6 @@ OPEN = {
     "blind13/16-maxnumseqs1-benchmark-queue-drains": "a deliberate --max-num-seqs 1 benchmark looks like a misconfigured seat limit",
     "blind15/14-v0-llama70b-chatui-stop-button-aborts": "a chat UI's stop-button aborts at varied ages named client_abort",
     "blind18/07-verl-grpo-qwen15b-a6000": "an offline engine's first-step OOM read as a start-up OOM",
-    "blind18/10-openrlhf-ppo-llama3-2xa100": "Ray placement that can never be scheduled is no symptom",
 
     "blind17/16-healthy-chat-ui-cancels-and-404": "a chat UI's stop-button aborts at varied ages named client_abort",
 }

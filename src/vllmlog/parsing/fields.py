@@ -221,6 +221,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "op": ("str", "", "NCCL collective operation (ALLREDUCE, …)"),
     "severity": ("str", "", "severity letter/word of a C++ or NCCL line (E/W/I, INFO/WARN)"),
     "nccl_src": ("str", "", "NCCL source position a WARN line names (misc/shmutils.cc:72)"),
+    "resources": ("str", "", "resources Ray could not schedule ({'GPU': 1.0, 'CPU': 1.0})"),
     "warning": ("str", "", "Python warning category"),
     "platform": ("str", "", "device platform"),
     "max_num_batched_tokens": ("int", "tokens", "token budget per scheduler step"),

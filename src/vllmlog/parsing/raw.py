@@ -172,5 +172,17 @@ for _p in [
         doc="Kernel OOM killer (dmesg) killed a process.",
         source="kernel",
     ),
+    LinePattern(
+        id="ray.unschedulable",
+        kind="ray_unschedulable",
+        prefix="(autoscaler ",
+        regex=r"^\(autoscaler \+[\w.]{1,20}\) Warning: The following resource request cannot be scheduled right now: "
+              r"(?P<resources>\{[^}]{0,400}\})",
+        examples=["(autoscaler +2m11s) Warning: The following resource request cannot be scheduled right now: "
+                  "{'GPU': 1.0, 'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors. "
+                  "Consider creating fewer actors or increasing the resources available to this Ray cluster."],
+        doc="Ray cannot place an actor or task: the cluster lacks the resources it asks for (GPUs, CPUs).",
+        source="ray",
+    ),
 ]:
     RAW.add(_p)

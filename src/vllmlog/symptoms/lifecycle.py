@@ -21,7 +21,7 @@ FATAL = frozenset({"engine_fatal", "engine_dead", "engine_core_died", "worker_di
                    "engine_start_failed", "engine_start_timeout", "workers_killed", "replica_stopped"})
 #: Waiting on a peer that never answers.
 WAITS = frozenset({"shm_broadcast_timeout", "rpc_timeout", "engine_iteration_timeout", "engine_start_timeout",
-                   "nccl_timeout"})
+                   "nccl_timeout", "ray_unschedulable"})
 #: Seconds without a new start-up milestone after which a start-up that logs only waits is stuck.
 STUCK_S = 120.0
 #: A start-up stopped on request this long after its last milestone, with no progress bar moving meanwhile, was stuck
