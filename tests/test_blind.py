@@ -29,7 +29,6 @@ OPEN = {
     "blind13/15-npu-multinode-ray-cgraph-timeout-first-request": "a Ray compiled-graph timeout read as a hang",
     "blind13/16-maxnumseqs1-benchmark-queue-drains": "a deliberate --max-num-seqs 1 benchmark looks like a misconfigured seat limit",
     "blind15/14-v0-llama70b-chatui-stop-button-aborts": "a chat UI's stop-button aborts at varied ages named client_abort",
-    "blind18/07-verl-grpo-qwen15b-a6000": "an offline engine's first-step OOM read as a start-up OOM",
 
     "blind17/16-healthy-chat-ui-cancels-and-404": "a chat UI's stop-button aborts at varied ages named client_abort",
 }

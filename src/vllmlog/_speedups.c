@@ -1795,7 +1795,8 @@ static int rec_start(Scan *sc, Rec *r, const LI *li, const char *line, Py_ssize_
         if (starts(msg, mn, "Exception in ASGI application")) r->cont = 1;
     } else {
         /* Ray prints an actor's creation-task traceback without the header line (as parser.py) */
-        if (starts(msg, mn, "Traceback (most recent call last)") || starts(msg, mn, "Exception raised in creation task: "))
+        if (starts(msg, mn, "Traceback (most recent call last)") || starts(msg, mn, "Exception raised in creation task: ") ||
+            starts(msg, mn, "Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "))
             r->tb = 1;
         else if (starts(msg, mn, "Process ") && mn && msg[mn - 1] == ':') r->cont = 1;
         else if (starts(msg, mn, "Exception in callback ")) { r->raw_cont = 5; r->cont = 1; }

@@ -520,8 +520,8 @@ class LineParser:
             else:
                 r.level = None
                 r.msg = s
-                if s.startswith(("Traceback (most recent call last)", "Exception raised in creation task: ")):
-                    r.tb = True  # Ray prints an actor's creation-task traceback without the header line
+                if s.startswith(_TB_HEADS):
+                    r.tb = True  # Ray prints an actor's creation-task / unhandled-error traceback without the header line
                 elif s.startswith("Process ") and s.endswith(":"):
                     r.cont = True  # multiprocessing prints "Process X:" then the traceback
                 elif c0 == "[":
@@ -786,6 +786,12 @@ def _classify(r: _Rec) -> tuple[str, str | None, str | None, dict[str, Any], str
     return kind, pattern, rid, fields, tmpl, level
 
 
+#: Raw lines that open a traceback: Python's header, and Ray's two header-less forms (an actor's creation task, an
+#: unhandled error of a remote task) whose frames follow directly.
+_TB_HEADS = ("Traceback (most recent call last)", "Exception raised in creation task: ",
+             "Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ")
+
+
 def _continue(cur: _Rec, lineno: int, text: str, msg: str) -> None:
     """A physical line joins an open record: traceback lines give its exception chain, other lines extra messages."""
     cur.line_end = lineno
@@ -821,7 +827,7 @@ def _c_classify(key: str) -> tuple[Any, ...]:
     elif shape == "U":
         r.fields = {"_uvicorn": True}
     else:
-        r.tb = r.msg.startswith(("Traceback (most recent call last)", "Exception raised in creation task: "))
+        r.tb = r.msg.startswith(_TB_HEADS)
     for m in msgs[1:]:
         _continue(r, 0, "", m)
     kind, pattern, rid, fields, tmpl, lvl = _classify(r)

@@ -666,8 +666,8 @@ def was_serving(v: ServerView) -> bool:
     for e in v.events:
         if e.kind in ("request_failed", "http_access", "request_aborted", "stream_error"):
             return True
-        if e.kind in ("engine_fatal", "engine_dead") and stage_of(e) == "serving":
-            return True
+        if e.kind in ("engine_fatal", "engine_dead", "cuda_oom", "worker_exception") and stage_of(e) == "serving":
+            return True  # it failed in a forward step: it was generating (an offline engine never prints "ready")
     return False
 
 

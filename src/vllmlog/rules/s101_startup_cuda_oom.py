@@ -45,6 +45,11 @@ class StartupCudaOom(Rule):
     def detect(self, run: Run, options: dict[str, Any]) -> Iterator[Finding]:
         for v in u.servers(run):
             ooms = [e for e in v.events if u.is_oom(e) and not u.while_serving(v, e) and not v.in_shutdown(e.line)]
+            # the other ranks' (or the driver's) reports of an OOM whose own traceback shows it in a forward step: the
+            # same failure while generating, not a start-up — an offline engine never prints "ready"
+            stepping = [x.ts for x in v.events if u.is_oom(x) and u.stage_of(x) == "serving" and x.ts is not None]
+            ooms = [e for e in ooms if not (e.ts is not None and any(abs((e.ts - t).total_seconds()) <= 120
+                                                                      for t in stepping))]
             if not ooms:
                 continue
             e = ooms[0]
