@@ -39,10 +39,12 @@ def threads_of(pid: int) -> int:
     return 0
 
 
-def start_watch(src: Path, log: Path, port: int) -> subprocess.Popen:
+def start_watch(src: Path, log: Path, port: int, mode: str | None = None) -> subprocess.Popen:
+    """``vllmlog watch`` from ``src`` on ``log``, serving on ``port`` (``mode``: its ``--exporter``, else the
+    default); returns once it answers a scrape."""
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONUNBUFFERED": "1"}
     p = subprocess.Popen([sys.executable, "-m", "vllmlog", "watch", str(log), "--listen", f"127.0.0.1:{port}",
-                          "--instance", "bench", "--no-stdout"],
+                          "--instance", "bench", "--no-stdout"] + (["--exporter", mode] if mode else []),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     end = time.monotonic() + 60
     while True:

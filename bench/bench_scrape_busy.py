@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,29 +26,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_exporter import _scrape, _text, hostile_lines  # noqa: E402
+from bench_exporter import _scrape, _text, hostile_lines, start_watch  # noqa: E402
 from bench_watch import Writer, free_port, serving_lines  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def start_watch(src: Path, log: Path, port: int, mode: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONUNBUFFERED": "1"}
-    p = subprocess.Popen([sys.executable, "-m", "vllmlog", "watch", str(log), "--listen", f"127.0.0.1:{port}",
-                          "--instance", "bench", "--no-stdout", "--exporter", mode],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    end = time.monotonic() + 60
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-                if s.recv(12).startswith(b"HTTP/1"):
-                    return p
-        except OSError:
-            pass
-        if time.monotonic() > end or p.poll() is not None:
-            raise SystemExit("watch did not start")
-        time.sleep(0.1)
 
 
 async def _series(port: int, seconds: float) -> tuple[list[float], int]:
