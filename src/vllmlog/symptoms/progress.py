@@ -531,9 +531,10 @@ def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             comp = comps.get(key)
             if comp is None:
                 comp = comps[key] = sorted(r.gen_tps for r in ref if _comparable(key, (r.running, _kv_bucket(r.kv))))
-            if len(comp) >= 3 and x.gen_tps < 0.5 * comp[(3 * len(comp)) // 4]:
+            level = comp[(3 * len(comp)) // 4] if len(comp) >= 3 else None
+            if level is not None and x.gen_tps < 0.5 * level:
                 if not cur:
-                    cur_ref = comp[(3 * len(comp)) // 4]
+                    cur_ref = level
                 cur.append(x)
                 continue
             if len(cur) >= 3:
@@ -562,7 +563,6 @@ def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     # slow for the hardware: a lone request on a GPU decoding below what memory bandwidth allows
     lone_floor = _lone_floor(st, opts)
     if lone_floor is not None:
-        full = full_windows(st)
         lone = [x for x in st.intervals if 0 < x.running <= 2 and x.gen_tps > 0 and not v.in_shutdown(x.sample.line)
                 and id(x) in full and (not x.admitting or full[id(x)][0].running >= x.running)]
         low = [x for x in lone if (x.gen_per_seq or 0) < lone_floor]
