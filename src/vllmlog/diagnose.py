@@ -70,8 +70,7 @@ def run_diagnosis(run: Any, config: DiagnoseConfig | None = None, *, fill_text: 
     seen = {id(f) for f in findings}
     findings += sorted((f for _, f in found if id(f) not in seen and "duplicate_of" not in f.data), key=Finding.sort_key)
     if fill_text:
-        _resolve(findings)
-        _resolve_evidence([e for i in incidents for e in i.evidence] + [e for s in symptoms for e in s.evidence])
+        _resolve(findings, also=[e for i in incidents for e in i.evidence] + [e for s in symptoms for e in s.evidence])
     for f in findings:
         f.evidence = [e for e in f.evidence if e.line > 0]
     return Diagnosis(findings, incidents, symptoms, states, verdict_of(run, incidents, findings, states))
@@ -212,26 +211,34 @@ def _read_lines(path: str, wanted: set[int]) -> dict[int, str]:
     return out
 
 
-def _resolve_evidence(evs: list[Evidence]) -> None:
-    """Fill empty evidence texts (incidents, symptoms) by reading the needed lines of each file once."""
+def _evidence_needs(evs: list[Evidence]) -> dict[str, set[int]]:
     need: dict[str, set[int]] = {}
     for e in evs:
         if not e.text and e.file != "-" and not e.file.startswith("prometheus:"):
             need.setdefault(e.file, set()).add(e.line)
-    texts: dict[tuple[str, int], str] = {}
-    for path, lines in need.items():
-        try:
-            for i, t in _read_lines(path, lines).items():
-                texts[(path, i)] = t
-        except OSError as exc:
-            log.warning("cannot read %s for evidence: %s", path, exc)
+    return need
+
+
+def _resolve_evidence(evs: list[Evidence], texts: dict[tuple[str, int], str] | None = None) -> None:
+    """Fill empty evidence texts (incidents, symptoms) by reading the needed lines of each file once (``texts``:
+    lines already read, a superset of the needed ones)."""
+    if texts is None:
+        texts = {}
+        for path, lines in _evidence_needs(evs).items():
+            try:
+                for i, t in _read_lines(path, lines).items():
+                    texts[(path, i)] = t
+            except OSError as exc:
+                log.warning("cannot read %s for evidence: %s", path, exc)
     for e in evs:
         if not e.text:
             e.text = texts.get((e.file, e.line), "") or e.fallback
 
 
-def _resolve(findings: list[Finding]) -> None:
-    """Fill empty evidence texts and run probes by reading the needed lines of each file once."""
+def _resolve(findings: list[Finding], also: list[Evidence] | None = None) -> None:
+    """Fill empty evidence texts and run probes by reading the needed lines of each file once; ``also``: more
+    evidence (incidents', symptoms') filled from the same read (``_resolve_evidence``: one pass over a large file,
+    not two)."""
     need: dict[str, set[int]] = {}
     probe_files: dict[str, tuple[int, int]] = {}
     for f in findings:
@@ -241,18 +248,23 @@ def _resolve(findings: list[Finding]) -> None:
         for p in f.probes:
             lo, hi = probe_files.get(p.file, (p.first, p.last))
             probe_files[p.file] = (min(lo, p.first), max(hi, p.last))
+    extra_need = _evidence_needs(also) if also else {}
     if not need and not probe_files:
+        if also:
+            _resolve_evidence(also)
         return
     if set(need) | set(probe_files) == {"-"}:
         for f in findings:
             for e in f.evidence:
                 e.text = e.text or e.fallback
+        if also:
+            _resolve_evidence(also)
         return
     texts: dict[tuple[str, int], str] = {}
-    for path in set(need) | set(probe_files):
+    for path in set(need) | set(probe_files) | set(extra_need):
         if path == "-" or path.startswith("prometheus:"):  # stdin, or metric history merged with --prometheus
             continue
-        wanted = set(need.get(path, set()))
+        wanted = set(need.get(path, set())) | extra_need.get(path, set())
         lo, hi = probe_files.get(path, (0, -1))
         wanted.update(range(max(lo, 1), hi + 1))
         try:
@@ -272,6 +284,8 @@ def _resolve(findings: list[Finding]) -> None:
         if extra:
             seen = {(e.file, e.line) for e in f.evidence}
             f.evidence[1:1] = [e for e in extra if (e.file, e.line) not in seen]
+    if also:
+        _resolve_evidence(also, texts)
 
 
 VERDICTS = {Severity.CRITICAL: "down", Severity.ERROR: "failing", Severity.WARNING: "degraded", Severity.INFO: "healthy"}

@@ -140,6 +140,9 @@ class SloTargets:
 
 
 # ----------------------------------------------------------------------------- journeys, folded
+_SLO_METRICS = (("ttft", "ttft_s"), ("speed", "tpot_s"), ("queue", "queue_s"), ("e2e", "e2e_s"))
+
+
 class RequestStats:
     """Folds journeys (as they complete) into counts and compact per-metric arrays (8 bytes a value).
 
@@ -177,24 +180,35 @@ class RequestStats:
     # -- folding
     def add(self, j: Journey) -> None:
         """Fold one finished journey in."""
+        # each metric's ``latency_value`` is read once and shared with the SLO counters (the same gate, inlined:
+        # this runs once per request, and once more per server run in the capacity plan)
         self.total += 1
         st = j.status
         self.by_status[st] += 1
-        self.status_sources[j.sources.get("status", "none")] += 1
+        src = j.sources
+        self.status_sources[src.get("status", "none")] += 1
         if j.reason:
             self.by_reason[f"{st}: {j.reason}"] += 1
         if j.http_status is not None:
             self.by_http[j.http_status] += 1
-        src = j.sources
+        ok = st == "success"
+        one_token = j.output_tokens is not None and j.output_tokens <= 1
+        lat: dict[str, tuple[float, str]] = {}
         for k in LATENCIES:
-            vb = latency_value(j, k)
-            if vb is None:
-                if st != "success" and getattr(j, k) is not None:
-                    self.not_successful[k] += 1
+            v = getattr(j, k)
+            if v is None:
                 continue
-            v, b = vb
+            if not ok:
+                self.not_successful[k] += 1
+                continue
+            if k == "tpot_s" and one_token:
+                continue  # vllm bench serve: TPOT only for outputs of more than one token
+            s = src.get(k, "derived")
+            b = "measured" if (s or "derived") in MEASURED else "estimated"
+            v = float(v)
+            lat[k] = (v, b)
             self.values[b][k].append(v)
-            self.sources[k][src.get(k, "derived")] += 1
+            self.sources[k][s] += 1
             if b == "estimated":
                 r = j.ts_resolution_s or 1.0
                 if r > self.resolution.get(k, 0.0):
@@ -226,11 +240,12 @@ class RequestStats:
             if arr is None:
                 arr = self.arrival_times[j.file] = array("d")
             arr.append(a.timestamp())
-        self._slo(j)
+        self._slo(j, lat)
 
-    def _slo(self, j: Journey) -> None:
+    def _slo(self, j: Journey, lat: dict[str, tuple[float, str]] | None = None) -> None:
         """SLO counters: per metric over successful requests, measured and estimated kept apart; ``all``
-        counts a failed request as missing its SLO (goodput)."""
+        counts a failed request as missing its SLO (goodput). ``lat``: the journey's ``latency_value`` per metric
+        (computed here when not given)."""
         s = self.slo
         c = self.slo_counts
         if j.status in ("error", "cancelled"):
@@ -238,25 +253,22 @@ class RequestStats:
             return
         if j.status != "success":
             return
+        if lat is None:
+            lat = {k: vb for k in ("ttft_s", "tpot_s", "queue_s", "e2e_s") if (vb := latency_value(j, k)) is not None}
         ok_all = True
         known = ""
-        checks: list[tuple[str, str, Callable[[float], bool]]] = [
-            ("ttft", "ttft_s", lambda v: v < s.ttft_s),
-            ("speed", "tpot_s", lambda v: v > 0 and 1.0 / v >= s.tokens_per_s),
-            ("queue", "queue_s", lambda v: v < s.queue_s),
-        ]
-        if s.e2e_s is not None:
-            e2e = s.e2e_s
-            checks.append(("e2e", "e2e_s", lambda v: v < e2e))
-        for name, metric, ok in checks:
-            vb = latency_value(j, metric)
+        for name, metric in _SLO_METRICS:
+            if name == "e2e" and s.e2e_s is None:
+                continue
+            vb = lat.get(metric)
             if name == "queue" and j.queue_wait_exceeded and (vb is None or vb[1] == "estimated"):
                 vb = (math.inf, "measured")  # the handbook's "waiting time exceeds 30s" line is a measurement
             if vb is None or (name == "speed" and vb[0] <= 0):
                 continue
             v, b = vb
             c[f"{name}_{b}_total"] += 1
-            if ok(v):
+            if (v < s.ttft_s if name == "ttft" else 1.0 / v >= s.tokens_per_s if name == "speed"
+                    else v < s.queue_s if name == "queue" else v < s.e2e_s):  # type: ignore[operator]
                 c[f"{name}_{b}_ok"] += 1
             else:
                 ok_all = False

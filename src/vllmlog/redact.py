@@ -48,6 +48,10 @@ PROMPT_FIELDS = frozenset({"prompt", "prompts", "output", "outputs", "text", "pr
                            "content", "messages", "body", "completion", "prompt_token_ids", "output_token_ids", "ids"})
 """Event fields that carry what a client sent or got (redacted by structure, whatever their shape)."""
 
+_MEMO: dict[tuple[bool, bool], dict[str, str]] = {}
+_MEMO_MAX = 1 << 14  # texts per policy before the memo starts over (bounded memory in a long `watch`: ≤ ~70 MB)
+_MEMO_TEXT = 2048  # longer texts (tracebacks, dumps) are redacted each time
+
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]*\d)")
 _IPV6 = re.compile(r"(?<![\w:])(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}(?![\w:])")
 
@@ -65,6 +69,20 @@ class Redactor:
         """The text with user content (and optionally IPs) removed; secrets are always masked."""
         if not text:
             return text or ""
+        # a report redacts the same evidence lines and templates many times (one memo per policy: a pure function)
+        if len(text) > _MEMO_TEXT:
+            return self._redact(text)
+        memo = _MEMO.get((self.show_prompts, self.mask_ips))
+        if memo is None:
+            memo = _MEMO.setdefault((self.show_prompts, self.mask_ips), {})
+        out = memo.get(text)
+        if out is None:
+            if len(memo) >= _MEMO_MAX:
+                memo.clear()
+            out = memo[text] = self._redact(text)
+        return out
+
+    def _redact(self, text: str) -> str:
         out = text
         if not self.show_prompts:
             for rx, repl in _RULES:

@@ -29,6 +29,17 @@ GRACEFUL = re.compile(
     r"^(?:\S+ )?INFO:\s+Shutting down|Shutting down\.?$|Shutting down FastAPI HTTP server|gracefully shutting down",
 )
 UNEXPECTED = re.compile(r"unexpected", re.I)
+#: literals one of which every ``GRACEFUL`` match contains (a cheap prefilter: the regex has no literal prefix and
+#: searching it on every kept event's first line was ~2 s of a 1 M-line analysis)
+_GRACEFUL_LITERALS = ("SIG", "hutting down", "KeyboardInterrupt", "shutdown triggered", "received signal")
+
+
+def is_graceful(first_line: str) -> bool:
+    """The line tells of a requested shutdown (``GRACEFUL``), prefiltered by its literals."""
+    for lit in _GRACEFUL_LITERALS:
+        if lit in first_line:
+            return GRACEFUL.search(first_line) is not None
+    return False
 
 
 def kinds_of(e: Event) -> set[str]:
@@ -342,7 +353,7 @@ def _fill_views(run: Run, views: list[ServerView], by_file: dict[str, list[Serve
         v.events.append(e)
         if e.kind == "server_ready" and v.ready_line is None:
             v.ready_line = e.line
-        if v.graceful_line is None and GRACEFUL.search(e.text.split("\n", 1)[0]) and not UNEXPECTED.search(e.text):
+        if v.graceful_line is None and is_graceful(e.text.split("\n", 1)[0]) and not UNEXPECTED.search(e.text):
             v.graceful_line = e.line
     for s in run.series.stats:
         v = view_for(s.file, s.line, s.server)
