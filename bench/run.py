@@ -169,19 +169,34 @@ def linearity(a: argparse.Namespace) -> list[dict]:
     return out
 
 
+RSS_CMDS = [("parse -j 1", ["parse", "--year", "2026", "-j", "1"]), ("summary --json", VLLMLOG[3][1]),
+            ("diagnose --json", VLLMLOG[4][1]), ("analyze -o report.html", VLLMLOG[5][1])]
+
+
 def rss(a: argparse.Namespace) -> list[dict]:
-    """Peak RSS of parse (one process) and analyze at several sizes of the synthetic log."""
+    """Peak RSS of parse (one process), summary, diagnose and analyze at several sizes of the ``--rss-input`` logs
+    (synthetic and/or real INFO; a real log of N lines is the corpus repeated, as the real-log case). ``--rss-delete``:
+    remove each file after its row (a 20 M-line real log is 4 GB)."""
     exe = [sys.executable, "-m", "vllmlog"]
     out = []
-    for n in a.rss_lines:
-        p = Path(a.dir) / f"mixed-{n}.log"
-        if not p.exists():
-            with open(p, "wb") as f:
-                generate(f, n)
-        for label, args in (("parse -j 1", ["parse", "--year", "2026", "-j", "1"]), VLLMLOG[-1]):
-            r = _time(exe + [x.replace("{dir}", a.dir) for x in args] + [str(p)])
-            out.append({"lines": n, "case": label, **r})
-            print(f"{n:>11,} lines {label:32s} {r['wall']:7.2f} s  peak RSS {r['rss_mb']:6.0f} MB", flush=True)
+    for family in a.rss_input:
+        for n in a.rss_lines:
+            if family == "synthetic":
+                p = Path(a.dir) / f"mixed-{n}.log"
+                make = lambda f, n=n: generate(f, n)  # noqa: E731
+            else:
+                p = Path(a.dir) / f"real-info-{n}.log"
+                make = lambda f, n=n: generate_real(f, n, "info")  # noqa: E731
+            if not p.exists():
+                with open(p, "wb") as f:
+                    make(f)
+            for label, args in RSS_CMDS:
+                r = _time(exe + [x.replace("{dir}", a.dir) for x in args] + [str(p)])
+                out.append({"input": family, "lines": n, "case": label, **r})
+                print(f"{family:10s} {n:>11,} lines {label:28s} {r['wall']:8.2f} s  cpu {r['cpu']:8.2f} s  "
+                      f"peak RSS {r['rss_mb']:6.0f} MB", flush=True)
+            if a.rss_delete and n > a.real_lines:
+                p.unlink()
     return out
 
 
@@ -197,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--servers", type=int, default=300, help="server runs of the linearity case (0: skip it)")
     ap.add_argument("--rss-lines", type=int, nargs="*", default=[1_000_000, 5_000_000, 20_000_000],
                     help="sizes for the peak-RSS table (none: skip it)")
+    ap.add_argument("--rss-input", nargs="+", default=["synthetic", "real INFO"], choices=("synthetic", "real INFO"),
+                    help="logs of the peak-RSS table")
+    ap.add_argument("--rss-delete", action="store_true", help="delete the peak-RSS table's large files after use")
     a = ap.parse_args(argv)
     os.makedirs(a.dir, exist_ok=True)
     rows = measure(a)
@@ -243,10 +261,10 @@ def _write(a: argparse.Namespace, rows: list[dict], lin: list[dict], mem: list[d
                          f"{r['cpu_lines_per_s']:,.0f} | {r['vs_one']:.2f} | {r['rss_mb']:.0f} |")
         lines.append("")
     if mem:
-        lines += ["### Peak memory by file size (synthetic log, one run each)", "",
-                  "| lines | command | wall s | peak RSS MB |", "|---:|---|---:|---:|"]
+        lines += ["### Peak memory by file size (one run each)", "",
+                  "| input | lines | command | wall s | CPU s | peak RSS MB |", "|---|---:|---|---:|---:|---:|"]
         for r in mem:
-            lines.append(f"| {r['lines']:,} | {r['case']} | {r['wall']:.2f} | {r['rss_mb']:.0f} |")
+            lines.append(f"| {r['input']} | {r['lines']:,} | {r['case']} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['rss_mb']:.0f} |")
         lines.append("")
     notes = ""
     out = Path(a.out)
