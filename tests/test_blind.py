@@ -25,7 +25,6 @@ OPEN = {
     "blind10/07-ascend-pd-1m-proxy-timeout-prefill-force-freed": "a disaggregated-prefill proxy timeout not found",
     "blind11/09-verl-32b-rollout-silent-hang": "stats that shrink then stop in an SPMD rollout",
     "blind11/22-agent-proxy-readtimeout-aborts": "a proxy's read-timeout aborts named as KV pressure",
-    "blind12/06-v0-commandr-silent-engine-hang": "a silent V0 engine loop stop too short before the log ends",
     "blind13/15-npu-multinode-ray-cgraph-timeout-first-request": "a Ray compiled-graph timeout read as a hang",
     "blind13/16-maxnumseqs1-benchmark-queue-drains": "a deliberate --max-num-seqs 1 benchmark looks like a misconfigured seat limit",
     "blind15/14-v0-llama70b-chatui-stop-button-aborts": "a chat UI's stop-button aborts at varied ages named client_abort",

@@ -172,3 +172,14 @@ def test_pooling_model_from_args_and_tasks() -> None:
     assert _pooling(ev("model_tasks", {"tasks": "['generate']"})) is False
     assert _pooling(ev("model_tasks", {}, "This model supports multiple tasks: {'generate', 'embed'}. "
                                           "Defaulting to 'generate'.")) is False
+
+
+def test_cadence_is_an_interval_even_with_few_lines() -> None:
+    """The stats cadence: the lower quartile of the gaps with four or more, else the shortest — two lines around
+    a 10-minute silence and one 20 s interval are a 20 s cadence, not a 5-minute one (a gap is never shorter
+    than the interval it was logged at)."""
+    from vllmlog.state.build import _cadence
+
+    assert _cadence([610.0, 20.0]) == 20.0
+    assert _cadence([5.0]) == 5.0
+    assert _cadence([5.0, 5.0, 5.0, 300.0, 5.0]) == 5.0

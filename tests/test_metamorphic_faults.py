@@ -329,11 +329,7 @@ REWRITES = {
     "warnings": M.interleave_warnings,
     "stats-interval-x2": M.merge_stats,
 }
-_FAULT_XFAIL = {
-    ("stall", "stats-interval-x2"): ("at a 20 s stats interval the 0-tokens/s interval is averaged with the busy one "
-                                     "before it, and a mid-run silence after a busy interval is a stall only when it "
-                                     "lasts to the end of the log (symptoms/progress.stalled)"),
-}
+_FAULT_XFAIL: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize("fault,rewrite", [

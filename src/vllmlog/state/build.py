@@ -77,11 +77,12 @@ def _state(run: Run, v: ServerView, *, restarted: bool, statuses: dict[str, int]
 
 def _cadence(gaps: list[float]) -> float:
     """The stats interval the engine logs at while it works: the lower quartile of the times between stats lines
-    (with four or more), else their median. vLLM logs every interval only while it steps — an engine idle between
+    (with four or more), else the shortest. vLLM logs every interval only while it steps — an engine idle between
     requests logs only when one arrives — so the median of a lightly used server's gaps is its idle time, not its
-    cadence."""
+    cadence; and with a handful of lines, one of them a silence (a stall, an idle hour), only the shortest gap is
+    an interval at all (a gap is never shorter than the cadence it was logged at)."""
     g = sorted(gaps)
-    return g[len(g) // 4] if len(g) >= 4 else median(g)
+    return g[len(g) // 4] if len(g) >= 4 else g[0]
 
 
 def _intervals(samples: list[StatsSample], cap: int | None) -> list[Interval]:  # noqa: F821 - doc name

@@ -136,23 +136,38 @@ def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                           f"{len(js) + len(evs)} more requests/aborts arrive, then resume.",
                           onset=a.ts, end=b.ts, trend="recovered", evidence=u.dedupe(evid), process=a.sample.process,
                           data={"stalled_s": gap, "running": a.running, "stats_stopped": True, "resumed": True})
-    for xs in st.engines.values():
+    others_to = {k: max((x.ts for x in xs if x.ts is not None), default=None) for k, xs in st.engines.items()}
+    for key, xs in st.engines.items():
         if not xs:
             continue
         last = xs[-1]
         if not last.busy or v.in_shutdown(last.sample.line) or last.ts is None or stop_ts is None:
             continue
-        silent = (stop_ts - last.ts).total_seconds()
-        later, later_ev = arrivals(last.ts, stop_ts + timedelta(seconds=1))
-        # a last line that is itself stuck (requests running, not a token) needs less silence to show the stop
-        if silent >= (max(3 * typical, 30.0) if last.stuck else quiet) and len(later) + len(later_ev) >= 3:
+        # the engine's last sign of progress: its last stats line, or a request that finished after it
+        done = [j.finish_ts for j in v.journeys if j.finish_ts and j.finish_ts > last.ts and j.status == "success"]
+        since = max([last.ts] + done)
+        # the silence ends where the server reports a failure (the requests refused after an engine death are the
+        # death's, not a stall's)
+        end_ts = next((e.ts for e in v.events if e.ts and e.ts > since and e.level in ("ERROR", "CRITICAL")
+                       and e.kind != "http_access" and e.ts < stop_ts), stop_ts)
+        silent = (end_ts - since).total_seconds()
+        later, later_ev = arrivals(since, end_ts + timedelta(seconds=1 if end_ts is stop_ts else 0))
+        # a last line that is itself stuck (requests running, not a token) needs less silence to show the stop; a
+        # busy one needs three intervals without a line while the arrivals themselves go on being logged past two of
+        # them (the same stream that would carry the stats is still written: not a log cut short) — unless another
+        # engine of the run goes on logging meanwhile (a replica replaced, a DP peer: the arrivals may be its)
+        seen_to = max([since] + [j.arrival_ts for j in later] + [e.ts for e in later_ev])
+        ongoing = (seen_to - since).total_seconds() >= 2.5 * typical and not any(
+            t is not None and t > since for k, t in others_to.items() if k != key)
+        need = max(3 * typical, 30.0) if last.stuck else (max(3 * typical, 15.0) if ongoing else quiet)
+        if silent >= need and len(later) + len(later_ev) >= 3:
             evid = [u.sample_ev(last.sample)] + [Evidence(j.file, j.first_line, "") for j in later[:2] if j.first_line] \
                 + [u.first(e) for e in later_ev[:3]]
             yield Symptom("stalled", st.file, st.index, Severity.CRITICAL,
                           f"No progress: the stats stop after Running {last.running}"
                           + (" at 0 tokens/s" if last.stuck else "") + f" — no stats line for {u.secs(silent)} while "
                           f"{len(later) + len(later_ev)} more requests/aborts arrive.",
-                          onset=last.ts, end=stop_ts, evidence=u.dedupe(evid), process=last.sample.process,
+                          onset=since, end=end_ts, evidence=u.dedupe(evid), process=last.sample.process,
                           data={"stalled_s": silent, "running": last.running, "stats_stopped": True,
                                 "then_stopped": graceful is not None})
     # offline inference (LLM.generate, an RL rollout) whose progress bar stops short of 100 % while the log goes on:
