@@ -96,7 +96,7 @@ def _intervals(samples: list[StatsSample], cap: int | None) -> list[Interval]:  
         gap = None
         if prev is not None and prev.ts is not None and s.ts is not None and s.ts >= prev.ts:
             dt = (s.ts - prev.ts).total_seconds() or typical
-            if dt > max(3 * typical, typical + 20):
+            if dt >= max(3 * typical, typical + 20):
                 gap = dt
                 dt = typical
         out.append(Interval(sample=s, dt_s=dt, gap_before_s=gap, cap=cap))

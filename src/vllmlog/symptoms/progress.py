@@ -118,49 +118,80 @@ def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                 e.fields.get("http_status") or 0) >= 500))]
         return js, evs
 
-    for xs in st.engines.values():
+    stamps = {k: sorted(x.ts for x in xs if x.ts is not None) for k, xs in st.engines.items()}
+
+    def alone(key: Any, t0: Any, t1: Any) -> bool:
+        """No other engine of the run logs a stats line between ``t0`` and ``t1`` (a replica replaced, a DP peer:
+        the arrivals may be its)."""
+        for k, ts in stamps.items():
+            if k != key:
+                i = bisect.bisect_right(ts, t0)
+                if i < len(ts) and ts[i] < t1:
+                    return False
+        return True
+
+    def need_s(key: Any, t0: Any, t1: Any, js: list, evs: list, stuck: bool) -> float:
+        """Silence after a busy line that shows a stop: three intervals when the arrivals go on being logged past
+        two and a half of them (the stream that would carry the stats is still written, not a log cut short) and no
+        other engine logs meanwhile; six (a minute at least) otherwise; a stuck last line needs less."""
+        if stuck:
+            return max(3 * typical, 30.0)
+        seen_to = max([t0] + [j.arrival_ts for j in js] + [e.ts for e in evs])
+        if (seen_to - t0).total_seconds() >= 2.5 * typical and alone(key, t0, t1):
+            return max(3 * typical, 15.0)
+        return quiet
+
+    finishes = sorted(j.finish_ts for j in v.journeys if j.finish_ts and j.status == "success")
+    taken = sorted(j.arrival_ts for j in v.journeys if j.arrival_ts and (j.http_status or 200) < 400
+                   and j.status != "rejected")
+
+    def quiet_since(a: Interval, t1: Any) -> Any:
+        """Where the engine's silence after busy line ``a`` starts: its last sign of progress (the line, or a request
+        finishing after it before ``t1``); when as many requests finished as were running, the engine may have gone
+        idle — an idle engine logs nothing — so from the next arrival on."""
+        lo, hi = bisect.bisect_left(finishes, a.ts), bisect.bisect_left(finishes, t1)
+        since = finishes[hi - 1] if hi > lo else a.ts
+        if hi - lo >= max(a.running, 1):
+            i = bisect.bisect_right(taken, since)
+            # (just before it: the arrival counts as one that found the engine silent)
+            since = taken[i] - timedelta(microseconds=1) if i < len(taken) and taken[i] < t1 else t1
+        return since
+
+    for key, xs in st.engines.items():
         xs = [x for x in xs if x.ts is not None and not v.in_shutdown(x.sample.line)]
         for a, b in zip(xs, xs[1:]):
             if not a.busy or a.stuck:
                 continue
-            gap = (b.ts - a.ts).total_seconds()
-            if gap < quiet:
+            if (b.ts - a.ts).total_seconds() < min(quiet, max(3 * typical, 15.0)):
                 continue
-            js, evs = arrivals(a.ts, b.ts)
-            if len(js) + len(evs) < 3:
+            t0 = quiet_since(a, b.ts)
+            gap = (b.ts - t0).total_seconds()
+            js, evs = arrivals(t0, b.ts)
+            if len(js) + len(evs) < 3 or gap < need_s(key, t0, b.ts, js, evs, False):
                 continue
             evid = [u.sample_ev(a.sample), u.sample_ev(b.sample)] + [Evidence(j.file, j.first_line, "") for j in js[:2]
                                                                     if j.first_line] + [u.first(e) for e in evs[:2]]
             yield Symptom("stalled", st.file, st.index, Severity.ERROR,
                           f"No progress: the stats stop after Running {a.running} for {u.secs(gap)} while "
                           f"{len(js) + len(evs)} more requests/aborts arrive, then resume.",
-                          onset=a.ts, end=b.ts, trend="recovered", evidence=u.dedupe(evid), process=a.sample.process,
+                          onset=t0, end=b.ts, trend="recovered", evidence=u.dedupe(evid), process=a.sample.process,
                           data={"stalled_s": gap, "running": a.running, "stats_stopped": True, "resumed": True})
-    others_to = {k: max((x.ts for x in xs if x.ts is not None), default=None) for k, xs in st.engines.items()}
     for key, xs in st.engines.items():
         if not xs:
             continue
         last = xs[-1]
         if not last.busy or v.in_shutdown(last.sample.line) or last.ts is None or stop_ts is None:
             continue
-        # the engine's last sign of progress: its last stats line, or a request that finished after it
-        done = [j.finish_ts for j in v.journeys if j.finish_ts and j.finish_ts > last.ts and j.status == "success"]
-        since = max([last.ts] + done)
+        since = quiet_since(last, stop_ts + timedelta(seconds=1))
+        if since > stop_ts:
+            continue
         # the silence ends where the server reports a failure (the requests refused after an engine death are the
         # death's, not a stall's)
         end_ts = next((e.ts for e in v.events if e.ts and e.ts > since and e.level in ("ERROR", "CRITICAL")
                        and e.kind != "http_access" and e.ts < stop_ts), stop_ts)
         silent = (end_ts - since).total_seconds()
         later, later_ev = arrivals(since, end_ts + timedelta(seconds=1 if end_ts is stop_ts else 0))
-        # a last line that is itself stuck (requests running, not a token) needs less silence to show the stop; a
-        # busy one needs three intervals without a line while the arrivals themselves go on being logged past two of
-        # them (the same stream that would carry the stats is still written: not a log cut short) — unless another
-        # engine of the run goes on logging meanwhile (a replica replaced, a DP peer: the arrivals may be its)
-        seen_to = max([since] + [j.arrival_ts for j in later] + [e.ts for e in later_ev])
-        ongoing = (seen_to - since).total_seconds() >= 2.5 * typical and not any(
-            t is not None and t > since for k, t in others_to.items() if k != key)
-        need = max(3 * typical, 30.0) if last.stuck else (max(3 * typical, 15.0) if ongoing else quiet)
-        if silent >= need and len(later) + len(later_ev) >= 3:
+        if silent >= need_s(key, since, end_ts, later, later_ev, last.stuck) and len(later) + len(later_ev) >= 3:
             evid = [u.sample_ev(last.sample)] + [Evidence(j.file, j.first_line, "") for j in later[:2] if j.first_line] \
                 + [u.first(e) for e in later_ev[:3]]
             yield Symptom("stalled", st.file, st.index, Severity.CRITICAL,
