@@ -81,6 +81,8 @@ class ServerRun:
     """HTTP answers of this server run by status code (uvicorn access lines)."""
     api_requests: int = 0
     """POST requests among them (the API's work, not health checks and scrapes)."""
+    served_hosts: set[str] = field(default_factory=set)
+    """Client hosts answered 2xx on a POST (at most ``SERVED_HOSTS_CAP``): tells one client's errors from everyone's."""
     offline_last: Any = None
     """The latest offline ``Processed prompts`` progress bar (``LLM.generate``, RL rollouts), if any."""
 
@@ -95,6 +97,10 @@ class ServerRun:
             "model": self.model, "generation": self.generation, "args": self.args, "config": self.config,
             "ready": self.ready, "shutdown": self.shutdown, "api_pid": self.api_pid,
         }
+
+
+#: How many distinct served client hosts a server run remembers (enough to tell one client from several).
+SERVED_HOSTS_CAP = 64
 
 
 class EvictedJourneys:
@@ -442,6 +448,10 @@ class Pipeline:
                 srv.http_status[st] += 1
                 if e.fields.get("method") == "POST":
                     srv.api_requests += 1
+                    if st < 300 and len(srv.served_hosts) < SERVED_HOSTS_CAP:
+                        c = e.fields.get("client")
+                        if c:
+                            srv.served_hosts.add(str(c).rsplit(":", 1)[0])
                 self.http_paths[e.fields.get("path") or "?"] += 1
                 if st >= 400:
                     self._keep(e)

@@ -62,8 +62,13 @@ class RejectedRequests(Rule):
             # how long a prompt must be to overflow the context, given what the accepted requests asked for: when most
             # requests fail and overflowing would take a prompt of half the context or more, the length is not the
             # likely reason — a parameter most of the client's calls carry is
+            # (a max_tokens the server filled in — the context left after the prompt, when the client sets none —
+            # asks for nothing: such a client overflows only with a prompt of the whole context)
             asked = [j.max_tokens for j in v.journeys if getattr(j, "max_tokens", None)]
-            need = (lim - max(asked)) if lim and asked else None
+            own = [m for j, m in ((j, getattr(j, "max_tokens", None)) for j in v.journeys) if m and not (
+                lim and _defaulted(m, getattr(j, "prompt_tokens", None), lim))]
+            need = (lim - max(own)) if lim and own else (lim if lim and asked else None)
+            no_ask = bool(asked) and not own
             long_shot = need is not None and lim and need >= 0.5 * lim and share >= 0.5
             # V1 checks a prompt's length before the engine takes the request ("Added request" comes after the
             # check): rejections answered right after their request was added were not length errors
@@ -76,9 +81,11 @@ class RejectedRequests(Rule):
                      f"the same endpoints also answered {ok_same} requests successfully, so specific requests are "
                      f"rejected — most often prompt + max_tokens above --max-model-len {u.ints(lim)}"
                      if cat == "request_too_long" else
-                     f"{share:.0%} of requests fail, and with max_tokens ≤ {u.ints(max(asked))} a prompt would need "
-                     f"{u.ints(need)}+ tokens to overflow --max-model-len {u.ints(lim)} — most often an invalid or "
-                     f"unsupported parameter most calls carry" if mixed else
+                     f"{share:.0%} of requests fail, and "
+                     + ("the accepted requests set no max_tokens (the server gave each what the context left), so "
+                        if no_ask else f"with max_tokens ≤ {u.ints(max(own))} ")
+                     + f"a prompt would need {u.ints(need)}+ tokens to overflow --max-model-len {u.ints(lim)} — most "
+                     f"often an invalid or unsupported parameter most calls carry" if mixed else
                      "every request to these endpoints was rejected — most often an invalid or unsupported parameter "
                      "sent by the client")
             mixed = cat == "request_too_long"
@@ -102,6 +109,14 @@ class RejectedRequests(Rule):
                 data={"rejected": len(rej), "share": share, "inferred": cat, "same_endpoint_ok": ok_same,
                       "admitted_before_reject": admitted},
             )
+
+
+def _defaulted(max_tokens: int, prompt_tokens: int | None, lim: float) -> bool:
+    """``max_tokens`` is the server's default, not the client's ask: vLLM sets it to what the context leaves after
+    the prompt (``max_model_len - prompt``) when the request has none."""
+    if prompt_tokens is not None:
+        return max_tokens + prompt_tokens == lim
+    return lim - 4096 < max_tokens < lim
 
 
 def _admitted(v: u.ServerView, rej: list[Any]) -> int:

@@ -144,6 +144,23 @@ def _misconfigured_client(acc: list[Event], rej: list[Event]) -> bool:
     return bool(codes) and codes <= {401, 403, 404}
 
 
+def _host(e: Event) -> str | None:
+    c = e.fields.get("client")
+    return str(c).rsplit(":", 1)[0] if c else None
+
+
+def _one_client(v: Any, acc: list[Event]) -> bool:
+    """Every rejection answered one client host while at least two other hosts were served on the API: with no
+    reason logged, a client's own bug (its request body) the server cannot say more about — below half of the
+    traffic, a note. (When the server logs why — too long, a parameter over a limit — the rejection is named with
+    its reason and stays an incident: the operator can act on it.)"""
+    hosts = {_host(e) for e in acc}
+    if len(hosts) != 1 or None in hosts:
+        return False
+    bad = next(iter(hosts))
+    return len(set(getattr(v.srv, "served_hosts", ()) or ()) - {bad}) >= 2
+
+
 @detector("rejected")
 def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     """Requests rejected as invalid (HTTP 400/401/403/404-on-the-API/413/422, or a rejection line): the server is
@@ -176,7 +193,7 @@ def rejected(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     share = _share(n, st) if not wrong else len(wrong) / (len(wrong) + api)
     sev = (Severity.ERROR if share >= 0.5 and n >= 3 else
            Severity.WARNING if share >= 0.5 or (n >= 2 and share >= REJECTED_SHARE and not _misconfigured_client(
-               acc, rej)) else Severity.INFO)
+               acc, rej) and not (not rej and _one_client(v, acc))) else Severity.INFO)
     text = " ".join(u.msg_of(e)[:300] for e in rej[:10])
     length = bool(rej) and sum(1 for e in rej if _LENGTH.search(e.text) or u.is_length_rejection(e)) >= len(rej) / 2
     cat = "request_too_long" if length else "bad_request_params"
