@@ -10,6 +10,7 @@ from ..state.config import server_config
 from . import _util as u
 from . import advice
 from .base import Evidence, Finding, Rule, Severity
+from ..state.model import KV_FULL
 from .registry import register
 
 
@@ -48,6 +49,8 @@ class KvCachePressure(Rule):
             bind = symptom.data.get("binding")
             if bind == "max_num_seqs" and not preempting:
                 return False
+            if bind == "unknown" and not preempting and (symptom.data.get("kv_peak") or 0) < KV_FULL:
+                return False  # seats free and room in the cache for more: something else holds the waiters back
             return True if bind == "kv_cache" else None
         if symptom.kind == "aborting":
             return None  # preemption slows requests down; why clients then give up (their timeout) is their side's

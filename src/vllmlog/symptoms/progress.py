@@ -294,7 +294,7 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             yield Symptom("queueing", st.file, st.index, sev, head + ".", onset=run_[0].ts, end=run_[-1].ts,
                           trend=trend, evidence=u.dedupe(_ev(run_)), process=run_[0].sample.process,
                           data={"peak_waiting": max(w), "duration_s": dur, "binding": bind, "drained": drained,
-                                "growing": growing})
+                                "growing": growing, "kv_peak": max(kv) if kv else None})
     # per-request queue times (handbook / traced journeys)
     long_q = [j for j in v.journeys if (u.jval(j, "queue_s") or 0) > QUEUE_S]  # v.journeys: this run's, indexed once
     hb = [e for e in v.of("queue_wait_exceeded") if not v.in_shutdown(e.line)]
