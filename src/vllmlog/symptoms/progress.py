@@ -252,10 +252,11 @@ def queueing(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             cut = nxt is None and (st.lifecycle.restarted or not st.lifecycle.shutdown_ts and _ended_badly(st))
             drain_s = _drain_time(run_, nxt)
             stopped = nxt is None and st.lifecycle.shutdown_ts is not None and not _ended_badly(st)  # stopped on request
-            if drained and _full(run_) and not _seats_wasted(run_):
+            if drained and _full(run_) and (not _seats_wasted(run_) or _one_burst(run_)):
                 continue  # the engine was full the whole time (every seat taken, or the KV cache full) and the queue
                 # drained: a burst served at capacity (healthy, saturated) — unless the seat limit left most of the KV
-                # cache empty while waiters stood two turns of the batch deep (the configuration made them wait)
+                # cache empty while waiters stood two turns of the batch deep (the configuration made them wait), and
+                # the queue stood or grew (clients kept it full) rather than only falling from one dump of requests
             elif (len(deep) >= 2 or deep_s >= DEEP_QUEUE_S) and (not falling or cut):
                 pass  # several service times of queue; not drained before the server run ended (killed, restarted)
             elif (drained or stopped or (nxt is None and (_closed_loop(run_) or _pinned(run_)))) and not growing \
@@ -329,6 +330,19 @@ def _seats_wasted(run_: list[Interval]) -> bool:
     """The seat limit bound with the KV cache under half full while the queue stood at least two turns of the batch
     deep: raising ``--max-num-seqs`` would have served the waiters, so they waited on the configuration."""
     return _seat_bound(run_) and max(x.waiting for x in run_) >= 2 * max(1, min(x.running for x in run_))
+
+
+def _one_burst(run_: list[Interval]) -> bool:
+    """One dump of requests worked off: the queue peaks in the stretch's first two intervals and then falls in at
+    least three of every four intervals (a benchmark that sends N at once) — not clients that keep it standing."""
+    w = [x.waiting for x in run_]
+    if len(w) < 3:
+        return False
+    k = max(range(min(2, len(w))), key=lambda i: w[i])
+    if max(w) > w[k]:
+        return False
+    steps = list(zip(w[k:], w[k + 1:]))
+    return bool(steps) and sum(1 for a, b in steps if b < a) >= 0.75 * len(steps)
 
 
 def _seat_bound(run_: list[Interval]) -> bool:
