@@ -31,6 +31,15 @@ _JSON_LEVEL_KEYS = ("levelname", "level", "severity")
 _JSON_MSG_KEYS = ("message", "msg")
 
 
+def _first_str(obj: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    """The value of the first of ``keys`` whose value is a string."""
+    for k in keys:
+        v = obj.get(k)
+        if isinstance(v, str):
+            return v
+    return None
+
+
 class _Rec:
     """A record under construction (possibly multi-line)."""
 
@@ -624,7 +633,7 @@ class LineParser:
             return None
         if not isinstance(obj, dict):
             return None
-        msg = next((obj[k] for k in _JSON_MSG_KEYS if isinstance(obj.get(k), str)), None)
+        msg = _first_str(obj, _JSON_MSG_KEYS)
         if msg is None:
             return None
         r = _Rec()
@@ -633,9 +642,9 @@ class LineParser:
         r.key = None
         r.env = False
         r.cont = False
-        lvl = next((obj[k] for k in _JSON_LEVEL_KEYS if isinstance(obj.get(k), str)), None)
+        lvl = _first_str(obj, _JSON_LEVEL_KEYS)
         r.level = _LEVEL_NORM.get(lvl.upper(), lvl.upper()) if lvl else None
-        tsv = next((obj[k] for k in _JSON_TS_KEYS if isinstance(obj.get(k), str)), None)
+        tsv = _first_str(obj, _JSON_TS_KEYS)
         ts = _parse_iso(tsv) if tsv else None
         if ts is not None:
             if ts.year != self.year:  # cached timestamps (and the fast path's) carry the old year
@@ -675,7 +684,7 @@ class LineParser:
         return r
 
     def _finish(self, r: _Rec) -> Event:
-        kind, pattern, rid, fields, tmpl, level = _classify(r)
+        kind, pattern, rid, fields, tmpl, level = _classify_memo(r)
         if tmpl is not None:
             self.unknown_templates[f"{kind}\t{tmpl}"] += 1
             self._template_examples.setdefault(f"{kind}\t{tmpl}", r.line)
@@ -784,6 +793,36 @@ def _classify(r: _Rec) -> tuple[str, str | None, str | None, dict[str, Any], str
     if level is None and kind == "nccl_timeout":
         level = "ERROR"
     return kind, pattern, rid, fields, tmpl, level
+
+
+#: One-line records the Python path classified: (env, extra, uvicorn, tb, level, message) → (kind, pattern, fields,
+#: template, level). What the compiled scanner's memo does for its records (``_c_classify``), for the lines it leaves to
+#: Python — JSON-logging records, raw lines, the first lines of a file: a log repeats them (start-up lines of every
+#: restart) and each was one or two registry searches.
+_MEMO: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_MEMO_MAX = 1 << 15
+
+
+def _classify_memo(r: _Rec) -> tuple[str, str | None, str | None, dict[str, Any], str | None, str | None]:
+    """``_classify``, memoised for one-line records that name no request (their fields are copied)."""
+    if r.extra_msgs or r.exc or r.repeated:
+        return _classify(r)
+    extra = r.fields
+    if extra:
+        if "_request_id" in extra:
+            return _classify(r)
+        key = (r.env, True, bool(extra.get("_uvicorn")), r.tb, r.level, r.msg)
+    else:
+        key = (r.env, False, False, r.tb, r.level, r.msg)
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit[0], hit[1], None, dict(hit[2]), hit[3], hit[4]
+    out = _classify(r)
+    if out[2] is None:  # a record naming a request: its message is most likely unique
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.clear()
+        _MEMO[key] = (out[0], out[1], dict(out[3]), out[4], out[5])
+    return out
 
 
 #: Raw lines that open a traceback: Python's header, and Ray's two header-less forms (an actor's creation task, an
