@@ -223,7 +223,7 @@ def main() -> None:
     rows = [bench_rate(int(r), a.seconds if int(r) < 50_000 else a.seconds / 2, lines) for r in a.rates.split(",")]
     if a.json:
         Path(a.json).write_text(json.dumps({"rates": rows}, indent=2))
-    lat = {int(r): bench_latency(int(r), a.latency_reps, lines) for r in a.latency_load.split(",")}
+    lat = {int(r): bench_latency(int(r), a.latency_reps, lines) for r in a.latency_load.split(",") if r} if a.latency_reps else {}
     load1 = os.getloadavg()[0]
     cpu = platform.processor() or platform.machine()
     print(f"## vllmlog watch overhead ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs {cpu}, Python {platform.python_version()})\n")
@@ -239,6 +239,8 @@ def main() -> None:
     print("|---:|---|---:|")
     for r, v in lat.items():
         v2 = sorted(v)
+        if not v2:
+            continue
         print(f"| {r:,} | {', '.join(f'{x * 1000:.0f}' for x in v)} | {v2[len(v2) // 2] * 1000:.0f} |")
     if a.json:
         Path(a.json).write_text(json.dumps({"rates": rows, "latency_s": lat, "loadavg": [load0, load1]}, indent=2))
