@@ -869,3 +869,50 @@ def test_template_starts_never_continue_a_traceback() -> None:
         lit = fast.parse_template(p.fast)[0][1]
         assert lit and not lit[0].isspace(), p.id
         assert not is_tb_continuation(lit.split(" ", 1)[0] + " x"), p.id
+
+
+# ---------------------------------------------------------------------------------------------- tabs in messages
+OMP = [  # vLLM 0.32 on CPU (ompmultiprocessing.py): one record over five '\r'-continued lines, four of them tabbed
+    "(EngineCore pid=2500) INFO 03-25 10:00:00 [ompmultiprocessing.py:185] OpenMP thread binding info: \r",
+    "(EngineCore pid=2500) INFO 03-25 10:00:00 [ompmultiprocessing.py:185] \tVLLM_CPU_OMP_THREADS_BIND='auto', auto_setup=True, skip_setup=False\r",
+    "(EngineCore pid=2500) INFO 03-25 10:00:00 [ompmultiprocessing.py:185] \tlocal_world_size=1, reserve_cpu_num=1\r",
+    "(EngineCore pid=2500) INFO 03-25 10:00:00 [ompmultiprocessing.py:185] \tlocal_rank=0, core ids=[0]\r",
+    "(EngineCore pid=2500) INFO 03-25 10:00:00 [ompmultiprocessing.py:185] \treserved_cpus=[1]",
+]
+
+
+@needs_c
+def test_tabbed_continuations_take_the_c_path() -> None:
+    """A record whose continuation lines carry tabs in their message (ompmultiprocessing's binding report) is the
+    scanner's, written as the pure path writes it (tabs escaped in JSON)."""
+    lines = [PRELUDE] + OMP + [AFTER]
+    c = check(lines, [2, 4])
+    assert c.taken >= len(OMP)  # the record (the prelude sets the month; the last record may be left open)
+
+
+@needs_c
+@pytest.mark.parametrize("lines", [
+    [PRELUDE, ENV + "\tstarts a record with a tab", AFTER],                       # a tab may not start a C record
+    [PRELUDE, "INFO 03-25 10:00:00\t[a.py:1] tab in the envelope", AFTER],         # \s to the envelope regex
+    [PRELUDE, "INFO 03-25 10:00:00 [a.py:1]\tafter the bracket", AFTER],
+    [PRELUDE, "(APIServer pid=1)\tINFO 03-25 10:00:00 [a.py:1] x", AFTER],
+    [PRELUDE, ENV + "Traceback (most recent call last):\r", ENV + "ValueError:\tboom\r", ENV + "\tmore", AFTER],
+    [PRELUDE, ENV + "x:\r", ENV + 'quoted "a\tb" \\ back\r', ENV + "\t\t", ENV + "\ty\r", AFTER],
+    [PRELUDE, ENV + "x\r", "INFO 03-25 10:00:01 [a.py:1] \tother second", AFTER],
+    [PRELUDE, ENV + "x\r", "WARNING 03-25 10:00:00 [a.py:1] \tother level", AFTER],
+    [PRELUDE, ENV + "  indented", ENV + "\tand a tab", ENV + " x\t", AFTER],
+    [PRELUDE, 'INFO:     1.2.3.4:5 - "GET /x HTTP/1.1" 200 OK', "INFO:\t\tStarted", AFTER],
+    [PRELUDE, "raw line", "\traw tab", AFTER],
+])
+def test_tabs_c_equals_pure(lines: list[str]) -> None:
+    check(lines, [1, 2, 3])
+
+
+@needs_c
+@settings(max_examples=100 * FUZZ, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["", "\t", " ", "\t\t", " \t"]), st.sampled_from(["x", "a\tb", 'q"\t', "Traceback (most recent call last):", "ValueError: b", ""]),
+                          st.sampled_from(["", "\r"]), st.sampled_from(["INFO", "WARNING"]), st.sampled_from(["10:00:00", "10:00:01"])),
+                min_size=1, max_size=12), st.lists(st.integers(0, 14), max_size=3))
+def test_random_tabbed_records_c_equals_pure(parts: list, cuts: list[int]) -> None:
+    lines = [PRELUDE] + [f"(EngineCore pid=7) {lv} 03-25 {t} [o.py:185] {lead}{m}{cr}" for lead, m, cr, lv, t in parts] + [AFTER]
+    check(lines, cuts)

@@ -123,6 +123,7 @@ static int buf_esc(Buf *b, const char *s, Py_ssize_t n) {
     char *o = b->p + b->n;
     for (Py_ssize_t i = 0; i < n; i++) {
         char c = s[i];
+        if (c == '\t') { *o++ = '\\'; *o++ = 't'; continue; }  /* the only control character let through */
         if (c == '"' || c == '\\') *o++ = '\\';
         *o++ = c;
     }
@@ -396,6 +397,9 @@ typedef struct {
     int bracket;       /* raw line starting with '[' (C++ lines: own timestamp, level): a new record is Python's */
     int json;          /* raw line "{…}" (a JSON record): Python's */
     int cr;            /* the line ended in '\r' (vLLM's NewLineFormatter: the next line continues the record) */
+    const char *tab;   /* the first tab of the line (NULL: none); tabs are the only control characters let through, and
+                        * only inside an enveloped line's message: such a line may continue a C record (tab_continues),
+                        * never start one (its text is escaped in JSON) */
     Py_ssize_t textn;  /* the physical line's length without its trailing '\r's (what the record's text keeps) */
     const char *srcs;  /* env: "file.py:N" */
     Py_ssize_t srcn;
@@ -492,6 +496,7 @@ static int analyze_line(const char *s, Py_ssize_t n, int year, LI *li, int valid
     li->proc = NULL;
     li->procn = 0;
     li->cr = 0;
+    li->tab = NULL;
     while (n && s[n - 1] == '\r') { n--; li->cr = 1; }  /* text.rstrip("\r") */
     end = s + n;
     li->textn = n;
@@ -506,18 +511,25 @@ static int analyze_line(const char *s, Py_ssize_t n, int year, LI *li, int valid
         for (; end - c >= 8; c += 8) {
             uint64_t x;
             memcpy(&x, c, 8);
-            if ((x - ones * 0x20) & ~x & highs) return L_BAIL;
+            if ((x - ones * 0x20) & ~x & highs) {  /* a control character in these 8 bytes: only tabs go on */
+                for (int k = 0; k < 8; k++) {
+                    unsigned char u = (unsigned char)c[k];
+                    if (u == '\t') { if (!li->tab) li->tab = c + k; }
+                    else if (u < 0x20) return L_BAIL;
+                }
+            }
             acc_h |= x & highs;
             uint64_t q = x ^ (ones * '"'), bs = x ^ (ones * '\\');
             acc_q |= ((q - ones) & ~q & highs) | ((bs - ones) & ~bs & highs);
         }
         for (; c < end; c++) {
             unsigned char u = (unsigned char)*c;
+            if (u == '\t') { if (!li->tab) li->tab = c; quotes = 1; continue; }
             if (u < 0x20) return L_BAIL;
             if (u >= 0x80) acc_h = 1;
             if (u == '"' || u == '\\') quotes = 1;
         }
-        li->quotes = quotes || acc_q != 0;
+        li->quotes = quotes || acc_q != 0 || li->tab != NULL;  /* a tab is escaped in JSON too */
         if (acc_h && validate && !utf8_ok((const unsigned char *)s, n)) return L_BAIL;
     }
     if (n == 0) {  /* an empty raw line */
@@ -617,9 +629,11 @@ static int analyze_line(const char *s, Py_ssize_t n, int year, LI *li, int valid
         if (q < end && *q == ' ') q++; else li->space1 = 0;
         li->msg = q;
         li->msgn = end - q;
+        if (li->tab && li->tab < q) return L_BAIL;  /* a tab in the envelope: \s to Python's regexes */
         li->shape = L_ENV;
         return L_ENV;
     }
+    if (li->tab) return L_BAIL;  /* uvicorn and raw lines with tabs: Python's */
     const char *um = uvicorn_msg(s, end, &li->lvl, &li->L);
     if (um) {
         li->msg = um;
@@ -1407,6 +1421,24 @@ static int continues_rec(const Rec *r, const LI *li, int prev_cr) {
     return 0;
 }
 
+/* an enveloped line with a tab in its message (li->tab) is taken only where the Python path's answer does not hang on
+ * what a tab is to a regex: it continues the open C record as the next line of a '\r'-continued record of the same key
+ * (vLLM's NewLineFormatter: ompmultiprocessing's "\tlocal_rank=0, core ids=[0]" lines) or as an indented line (leading
+ * space or tab: is_tb_continuation and the indented-line rule) — and, a traceback's line, only indented (the exception
+ * line parser never reads it). 1 take it, 0 leave it to Python. */
+static int tab_continues(const Rec *r, const LI *li, int prev_cr) {
+    if (r->active != 1 || li->shape != L_ENV || r->shape != L_ENV) return 0;
+    const char *msg = li->msg;
+    Py_ssize_t mn = li->msgn;
+    int ws = mn && (msg[0] == ' ' || msg[0] == '\t');
+    if (!ws && (r->tb || starts(msg, mn, "Traceback"))) return 0;
+    int same = proc_eq(r, li) && r->lvl && r->L == li->L && memcmp(r->lvl, li->lvl, li->L) == 0 && r->src &&
+               r->srcn == li->srcn && memcmp(r->src, li->srcs, li->srcn) == 0 && r->frac_none && r->mo == li->mo &&
+               r->hh == li->hh && r->mi == li->mi && r->ss == li->ss;
+    if (!(ws || (prev_cr && same))) return 0;
+    return continues_rec(r, li, prev_cr) == 1;
+}
+
 /* one Event (Event mode) of a template line: file, line, line_end, ts, level, process, source, kind, request_id,
  * fields, text, pattern, template, ts_inherited */
 static PyObject *build_event(PyObject *cls, PyObject *file, Py_ssize_t lineno, PyObject *ts, const char *s, Py_ssize_t n,
@@ -1940,6 +1972,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (!lok) break;
         int shape = analyze_line(s, n, yr, &li, sc.src.buf != NULL);
         if (shape == L_BAIL || (shape == L_ENV && li.mo != month)) break;
+        if (li.tab && !tab_continues(&rec, &li, prev_cr)) break;
         n = li.textn;  /* without its trailing '\r's */
         if (shape == L_ENV && (li.mo != cts[0] || li.dd != cts[1] || li.hh != cts[2] || li.mi != cts[3] || li.ss != cts[4])) {
             /* the line's timestamp (JSON text; a datetime in Event mode) */
@@ -2023,7 +2056,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         Py_ssize_t after;
         probe = nxt > cur ? nxt : cur + 1;
         while (src_line(&sc.src, probe, &s, &n, &after, &lok)) {
-            if (lok && analyze_line(s, n, yr, &li, sc.src.buf != NULL) != L_BAIL && !(li.shape == L_RAW && (li.bracket || li.json)))
+            if (lok && analyze_line(s, n, yr, &li, sc.src.buf != NULL) != L_BAIL && !li.tab &&
+                !(li.shape == L_RAW && (li.bracket || li.json)))
                 break;
             probe = after;
         }
