@@ -68,3 +68,40 @@ def test_wall_is_timegm(ts: datetime) -> None:
     assert wall(ts) == calendar.timegm(ts.timetuple()) + ts.microsecond / 1e6
     aware = ts.replace(tzinfo=timezone(timedelta(hours=5)))
     assert wall(aware) == calendar.timegm(aware.timetuple()) + aware.microsecond / 1e6
+
+
+def _old_is_oom(e) -> bool:  # the definition before the shortcut (kinds_of's set, the text read first)
+    from vllmlog.rules._util import kinds_of
+
+    if "cuda_oom" in kinds_of(e):
+        return True
+    head = str(e.fields.get("exc_message") or e.fields.get("error") or e.text.split("\n", 1)[0])
+    return e.kind in ("cuda_error", "engine_fatal", "worker_exception", "traceback") and "out of memory" in head.lower()
+
+
+def test_is_oom_is_the_old_test_on_corpus_events() -> None:
+    from vllmlog.reader import parse
+    from vllmlog.rules._util import is_oom
+
+    n = hits = 0
+    for p in CORPUS:
+        for e in parse([str(p)], year=2026):
+            assert is_oom(e) == _old_is_oom(e), (p.name, e.line)
+            n += 1
+            hits += is_oom(e)
+    assert n > 10000 and hits  # OOM logs are in the corpus
+
+
+_S = st.one_of(st.none(), st.sampled_from(["cuda_oom", "CUDA out of memory", "x", ""]))
+
+
+@given(st.sampled_from(["cuda_oom", "cuda_error", "traceback", "log", "engine_fatal"]),
+       st.fixed_dictionaries({}, optional={"exc_kind": _S, "exc_message": _S, "error": _S,
+                                           "exc_kinds": st.one_of(st.none(), st.lists(st.sampled_from(["cuda_oom", "x"]), max_size=2))}),
+       st.sampled_from(["", "RuntimeError: CUDA out of memory. Tried", "x\nout of memory"]))
+def test_is_oom_is_the_old_test(kind: str, fields: dict, text: str) -> None:
+    from vllmlog.model import Event
+    from vllmlog.rules._util import is_oom
+
+    e = Event("f", 1, 1, None, "ERROR", None, None, kind, None, fields, text)
+    assert is_oom(e) == _old_is_oom(e)

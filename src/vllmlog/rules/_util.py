@@ -644,12 +644,26 @@ _API_KINDS = frozenset({"server_version", "server_args", "server_starting", "ser
 _PEER_SLACK_S = 120.0
 
 
+_OOM_KINDS = frozenset(("cuda_error", "engine_fatal", "worker_exception", "traceback"))
+
+
 def is_oom(e: Event) -> bool:
     """CUDA/HIP out-of-memory, whatever kind the parser gave it."""
-    if "cuda_oom" in kinds_of(e):
+    # ``"cuda_oom" in kinds_of(e)`` without building the set, and the kind tested before the text is read: the rules
+    # ask this of every kept event of a run
+    k = e.kind
+    if k == "cuda_oom":
         return True
-    head = str(e.fields.get("exc_message") or e.fields.get("error") or e.text.split("\n", 1)[0])
-    return e.kind in ("cuda_error", "engine_fatal", "worker_exception", "traceback") and "out of memory" in head.lower()
+    f = e.fields
+    if f.get("exc_kind") == "cuda_oom":
+        return True
+    xs = f.get("exc_kinds")
+    if xs and "cuda_oom" in (xs if isinstance(xs, (list, tuple)) else set(xs)):
+        return True
+    if k not in _OOM_KINDS:
+        return False
+    head = str(f.get("exc_message") or f.get("error") or e.text.split("\n", 1)[0])
+    return "out of memory" in head.lower()
 
 
 _PID = re.compile(r"pid=(\d+)")
