@@ -85,7 +85,7 @@ def _leaky_log(tmp_path: Path) -> Path:
     return out
 
 
-CMDS = [["export"], ["export", "--to", "loki"], ["summary"], ["summary", "--json"], ["timeline"], ["timeline", "--json"],
+CMDS = [["parse"], ["parse", "--jsonl", "--stats"], ["export"], ["export", "--to", "loki"], ["summary"], ["summary", "--json"], ["timeline"], ["timeline", "--json"],
         ["analyze", "--json", "--no-html"], ["diagnose"], ["diagnose", "--json"], ["requests", "--format", "json"]]
 
 
@@ -104,6 +104,48 @@ def test_show_prompts_keeps_them_in_export(tmp_path: Path, capfd) -> None:
     out = capfd.readouterr().out
     assert MARK in out
     assert f"sk-{MARK}" not in out  # secrets stay masked
+
+
+def test_parse_keeps_prompts_only_when_asked(tmp_path: Path, capfd) -> None:
+    """``parse`` writes every line's text: redacted like every other output, unless --show-prompts (secrets stay
+    masked); a line nothing is redacted in is written byte for byte as before."""
+    log = _leaky_log(tmp_path)
+    assert main(["parse", str(log), "--show-prompts"]) == 0
+    kept = capfd.readouterr().out
+    assert MARK in kept and f"sk-{MARK}" not in kept
+    assert main(["parse", str(log)]) == 0
+    red = capfd.readouterr().out
+    assert MARK not in red and "[redacted]" in red
+    a, b = kept.splitlines(), red.splitlines()
+    assert len(a) == len(b)
+    same = 0
+    for x, y in zip(a, b):
+        ex, ey = json.loads(x), json.loads(y)
+        assert ex.keys() == ey.keys() and ex["line"] == ey["line"]
+        if ex == ey:  # nothing redacted: the very bytes the parser wrote
+            assert x == y
+            same += 1
+    assert 0 < same < len(a)
+
+
+def test_parallel_parse_redacts_as_one_process(tmp_path: Path, monkeypatch) -> None:
+    import os
+
+    from vllmlog.parsing import parallel
+    from vllmlog.reader import write_jsonl
+
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 1)
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 16 * 1024)
+    log = _leaky_log(tmp_path)
+    log.write_text(log.read_text() * 8)
+    outs = []
+    for jobs in (1, 2):
+        o = tmp_path / f"o{jobs}"
+        fd = os.open(o, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        write_jsonl(str(log), fd, year=2026, jobs=jobs, redactor=DEFAULT)
+        os.close(fd)
+        outs.append(o.read_bytes())
+    assert outs[0] == outs[1] and MARK.encode() not in outs[1] and b"[redacted]" in outs[1]
 
 
 def _crash_quoting(tmp_path: Path, tail: str) -> Path:
@@ -135,3 +177,39 @@ def test_watch_alerts_carry_no_prompt(tmp_path: Path, shape: int) -> None:
     kept = subprocess.run(cmd + ["--show-prompts"], capture_output=True, text=True, timeout=120).stdout
     assert MARK in kept  # the crash line does reach the alert: what is redacted above was there
     assert f"sk-{MARK}" not in kept  # secrets are masked even then
+
+
+_TEXT = st.lists(st.sampled_from(list("pPrRoOmMtTuUiInNcCeExXsSaAgGbByYdDkK_-'\"\\:=[](){} ,\nİß") + ["sk-", "Prompt: ",
+                "output: ", "api_key", "Bearer ", "JSON body: ", "text=", "\"content\": ", "Processed prompts: "]),
+                max_size=60).map("".join)
+
+
+def test_regression_json_in_json_value_with_an_escaped_quote() -> None:
+    """(hypothesis: the value '"]Zq7…' stopped the JSON-in-JSON string at its escaped quote, the rest stayed)"""
+    t = "Value error, " + json.dumps(json.dumps({"prompt": f'"]{MARK}', "n": 1}))
+    assert MARK not in DEFAULT(t) and "n" in DEFAULT(t)
+
+
+@settings(max_examples=300, deadline=None)
+@given(t=_TEXT)
+def test_anchored_rules_equal_re_sub(t: str) -> None:
+    """Each rule runs only where one of its keywords occurs: the result is ``re.sub``'s, on any text (keyword
+    cases, non-ASCII letters whose lower case is longer, matches starting before the keyword, overlapping ones)."""
+    from vllmlog import redact as R
+
+    for rule in R._ANCHORED_ALL:
+        assert rule.sub(t) == rule.rx.sub(rule.repl, t), rule.keywords.pattern
+    ref = t
+    for rule in R._ANCHORED_ALL:
+        ref = rule.rx.sub(rule.repl, ref)
+    assert DEFAULT._redact(t) == ref
+
+
+def test_anchored_rules_equal_re_sub_on_the_corpus() -> None:
+    from vllmlog import redact as R
+
+    lines = [ln for p in sorted(CORPUS.glob("*/*.log")) for ln in p.read_text(errors="replace").split("\n")]
+    lines += [s for p in ("a", f"tell me\nabout 'x' \"{MARK}\" ok") for s in _shapes(p) + SECRETS]
+    for ln in lines:
+        for rule in R._ANCHORED_ALL:
+            assert rule.sub(ln) == rule.rx.sub(rule.repl, ln), (rule.keywords.pattern, ln[:300])

@@ -6,12 +6,15 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from .errors import InputError
 from .ingest import InputStats, check_path, read_blocks, write_all
 from .model import Event
 from .parsing.parser import LineParser
+
+if TYPE_CHECKING:
+    from .redact import Redactor
 from .parsing.fields import dumps_safe
 
 BATCH_LINES = 8192
@@ -208,13 +211,13 @@ def default_jobs() -> int:
 
 
 def _parallel(path: str, year: int | None, st: ParseStats, jobs: int, fd: int | None, keep_text: bool,
-              progress: Callable[[int], None] | None) -> None:
+              progress: Callable[[int], None] | None, redactor: Redactor | None = None) -> None:
     from .parsing import parallel
 
     ist = InputStats(path)
     st.inputs.append(ist)
     kinds, unknown, first, covered = parallel.merge(
-        parallel.run(path, year=year, jobs=jobs, fd=fd, keep_text=keep_text, progress=progress), ist)
+        parallel.run(path, year=year, jobs=jobs, fd=fd, keep_text=keep_text, progress=progress, redactor=redactor), ist)
     st.lines += ist.lines
     st.kinds.update(kinds)
     st.unknown_templates.update(unknown)
@@ -233,8 +236,10 @@ def write_jsonl(
     keep_text: bool = True,
     progress: Callable[[int], None] | None = None,
     jobs: int | None = None,
+    redactor: Redactor | None = None,
 ) -> ParseStats:
-    """Parse inputs and write their JSON lines to file descriptor ``fd``; large plain files use ``jobs`` processes."""
+    """Parse inputs and write their JSON lines to file descriptor ``fd``; large plain files use ``jobs`` processes.
+    ``redactor``: every line passes through ``Redactor.jsonl`` on its way out (the CLI's default)."""
     from .parsing import parallel
 
     st = stats if stats is not None else ParseStats()
@@ -246,11 +251,13 @@ def write_jsonl(
     jobs = default_jobs() if jobs is None else jobs
     for path in paths:
         if jobs > 1 and parallel.usable(path):
-            _parallel(path, year, st, jobs, fd, keep_text, progress)
+            _parallel(path, year, st, jobs, fd, keep_text, progress, redactor)
             continue
         batch: list[bytes] = []
         size = 0
         for chunk in _iter_jsonb(path, year=year, stats=st, keep_text=keep_text, progress=progress):
+            if redactor is not None:
+                chunk = redactor.jsonl(chunk)
             batch.append(chunk)
             size += len(chunk)
             if size >= 1 << 20 or len(batch) >= 512:

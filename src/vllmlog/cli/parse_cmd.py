@@ -12,7 +12,7 @@ from rich.table import Table
 from ..reader import ParseStats, count, write_jsonl
 from ._app import app
 from .common import (
-    JsonOpt, OptInt, OptStr, OutOpt, PathsArg, PathsT, YearOpt, close_output, open_output, progress_bar, stdout_console,
+    JsonOpt, OptInt, OptStr, OutOpt, PathsArg, PathsT, ShowPromptsOpt, YearOpt, close_output, open_output, progress_bar, stdout_console,
 )
 
 
@@ -26,6 +26,7 @@ def parse_cmd(
     year: OptInt = YearOpt,
     top: int = typer.Option(20, "--top", help="How many unknown templates --stats lists."),
     jobs: OptInt = typer.Option(None, "--jobs", "-j", help="Processes for a large plain file (default: usable cores, at most 4; 1 = no parallelism)."),
+    show_prompts: bool = ShowPromptsOpt,
 ) -> None:
     """Parse vLLM logs into typed events: every line lands in exactly one event."""
     st = ParseStats()
@@ -36,22 +37,27 @@ def parse_cmd(
                 count(logs, year=year, stats=st, progress=prog, jobs=jobs)
             else:
                 out.flush()
-                write_jsonl(logs, out.fileno(), year=year, stats=st, progress=prog, jobs=jobs)
+                from ..redact import Redactor
+
+                write_jsonl(logs, out.fileno(), year=year, stats=st, progress=prog, jobs=jobs,
+                            redactor=Redactor(show_prompts=show_prompts))
     except BrokenPipeError:
         return
     finally:
         close_output(out, output)
     if stats:
-        _print_stats(st, json_out, top, to_stderr=jsonl and not output)
+        _print_stats(st, json_out, top, to_stderr=jsonl and not output, show_prompts=show_prompts)
 
 
-def _print_stats(st: ParseStats, as_json: bool, top: int, to_stderr: bool) -> None:
+def _print_stats(st: ParseStats, as_json: bool, top: int, to_stderr: bool, show_prompts: bool = False) -> None:
+    from ..redact import Redactor
+
+    d = Redactor(show_prompts=show_prompts).value(st.to_dict(top))  # unknown templates are log text: redacted
     if as_json:
-        data = orjson.dumps(st.to_dict(top), option=orjson.OPT_INDENT_2).decode()
+        data = orjson.dumps(d, option=orjson.OPT_INDENT_2).decode()
         print(data, file=sys.stderr if to_stderr else sys.stdout)
         return
     con = stdout_console()
-    d = st.to_dict(top)
     from ..parsing import fast
 
     con.print(f"[bold]{d['lines']:,}[/] lines → [bold]{d['events']:,}[/] events "

@@ -162,8 +162,8 @@ def _tasks(spans: list[tuple[int, int, int]], path: str, year: int | None, y0: i
 _W: dict[str, Any] = {}
 
 
-def _init(turn: Any, cond: Any, fd: int | None, counts: Any, src: int, finals: Any) -> None:
-    _W["turn"], _W["cond"], _W["fd"], _W["counts"] = turn, cond, fd, counts
+def _init(turn: Any, cond: Any, fd: int | None, counts: Any, src: int, finals: Any, redactor: Any = None) -> None:
+    _W["turn"], _W["cond"], _W["fd"], _W["counts"], _W["redactor"] = turn, cond, fd, counts, redactor
     _W["src"], _W["finals"] = src, finals
     tune_malloc()
 
@@ -338,6 +338,9 @@ def _finish_chunk(res: ChunkResult, p: LineParser, mode: int, pieces: list[bytes
     res.unknown_templates = p.unknown_templates
     res.template_lines = {k: v for k in p.unknown_templates if (v := p.template_example_line(k)) is not None}
     if mode == 1:
+        rd = _W.get("redactor")
+        if rd is not None:
+            pieces = [rd.jsonl(x) for x in pieces]
         for k in range(0, len(pieces), 512):
             write_all(_W["fd"], pieces[k:k + 512])
 
@@ -369,6 +372,7 @@ def run(
     keep_text: bool = True,
     progress: Callable[[int], None] | None = None,
     chunk: int = CHUNK_BYTES,
+    redactor: Any = None,
 ) -> Iterator[ChunkResult]:
     """Parse ``path`` with ``jobs`` processes; JSON lines go to ``fd`` (None: count only). Yields chunk results in order.
 
@@ -387,7 +391,7 @@ def run(
         cond = ctx.Condition()
         counts = ctx.Array("q", [-1] * len(spans), lock=False)
         finals = ctx.Array("q", [0] * (3 * len(spans)), lock=False)
-        with ctx.Pool(jobs, initializer=_init, initargs=(turn, cond, fd, counts, src, finals)) as pool:
+        with ctx.Pool(jobs, initializer=_init, initargs=(turn, cond, fd, counts, src, finals, redactor)) as pool:
             for res in pool.imap(_work, tasks, chunksize=1):
                 if progress is not None:
                     progress(res.bytes)
