@@ -44,6 +44,11 @@ def _shapes(p: str) -> list[str]:
         json.dumps({"messages": [{"role": "user", "content": p}], "model": "m"}),
         "Value error, " + json.dumps(json.dumps({"prompt": p})),  # a JSON string inside a JSON string
         f"Generated response cmpl-1: output: {p!r}, output_token_ids: [1, 2], finish_reason: stop",
+        # pydantic's validation error (vLLM's 400s), prefixed / suffixed names
+        f"Input should be a valid list [type=list_type, input_value={p!r}, input_type=str]",
+        f"[type=dict_type, input_value={{'x': {p!r}}}, input_type=dict]",
+        f"system_prompt: {p!r}",
+        f"input_text={p!r}",
     ]
 
 
@@ -58,6 +63,15 @@ def test_no_prompt_shape_survives(a: str, b: str) -> None:
     for shape in _shapes(p):
         assert MARK not in DEFAULT(shape), shape
         assert MARK in Redactor(show_prompts=True)(shape) or "Bearer" in shape
+
+
+def test_shapes_cut_short_are_redacted() -> None:
+    """A message is often shortened (a finding's headline keeps 160 characters) before it is redacted: a shape cut
+    anywhere after its prompt started leaks nothing (a list cut inside its string left the string: E403's alert)."""
+    p = f"tell me about 'x' \"{MARK}\" \\ ok"
+    for shape in _shapes(p) + [f"messages=[{{'role': 'system', 'content': {p!r}}}], system_prompt: {p!r}"]:
+        for k in range(shape.index(MARK) + len(MARK), len(shape) + 1):
+            assert MARK not in DEFAULT("while serving " + shape[:k]), shape[:k]
 
 
 def test_secrets_always_masked() -> None:

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 import orjson
 
 # a quoted Python/JSON string, bytes (b'…') included, possibly over several lines of a record, or cut short
-# by --max-log-len or line truncation (→ to the end of the text); a list or tuple of them
+# by --max-log-len or line truncation (→ to the end of the text); a list, tuple or dict of them (pydantic's
+# input_value={…}), also cut short inside one of its strings (a message shortened to 160 characters for a headline)
 _Q = r"""(?:[bBrRuU]{0,2}(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|'.*|".*))"""
-_SEQ = r"""(?:\[(?:[^\]'"]|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")*\]?|\((?:[^)'"]|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")*\)?)"""
+_ITEMS = r"""(?:[^{close}'"]|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")*(?:\{close}|'.*|".*)?"""  # cut short: to the end
+_SEQ = "(?:" + "|".join(o + _ITEMS.format(close=c) for o, c in (("\\[", "]"), ("\\(", ")"), ("\\{", "}"))) + ")"
 _LIST = r"\[[^\]\n]*\]?"
 _FIELDS = r"(?:prompt|prompts|output|outputs|text|prompt_text|output_text|input|inputs|content|messages|completion)"
 
@@ -29,7 +31,8 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
     # prompt / output text, V0 and V1 request logger, handbook details lines, client logs: name: '…',
     # name='…' (bytes, lists and tuples of strings too), any case (Prompt:, Output:)
     # (the value must end where a value ends: "Prompt: []abc" is an unquoted label, redacted by the next rule)
-    (re.compile(r"(?i)(\b" + _FIELDS + r"""(?:\\?["'])?\s{0,3}[:=]\s{0,3})(?:""" + _SEQ + "|" + _Q + r""")(?=[\s,;:)}]|$)""",
+    # (a prefixed or suffixed name too: system_prompt=, pydantic's input_value=, input_text=)
+    (re.compile(r"(?i)((?:\b|(?<=_))" + _FIELDS + r"""(?:_(?:value|text|str))?(?:\\?["'])?\s{0,3}[:=]\s{0,3})(?:""" + _SEQ + "|" + _Q + r""")(?=[\s,;:)}]|$)""",
                 re.S), r"\1'[redacted]'"),
     # an unquoted 'Prompt: …' / 'Output: …' label: the rest of its line
     # (not vLLM's offline progress bar "Processed prompts: 41%|████ | 842/2048 [… est. speed input: 3.88 toks/s, output:
@@ -40,7 +43,7 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
     # dict / JSON fields echoing user content (validation errors, error bodies, request dumps); a JSON string inside a
     # JSON string (\"…\") ends at the first \" whose backslash is not itself escaped (\\\" is an escaped quote)
     (re.compile(r"""((?:\\?["'])(?:prompt|content|input|text|messages|output)(?:\\?["'])\s{0,3}:\s{0,3})"""
-                r"""("(?:[^"\\\n]|\\.)*"|\\"(?:\\\\(?:\\.|[^\\])|\\[^\\"]|[^\\])*(?:\\"|$)|'(?:[^'\\\n]|\\.)*'|\[[^\]\n]*\]?|\{[^}\n]*\}?)"""), r"\1'[redacted]'"),
+                r"""("(?:[^"\\\n]|\\.)*(?:"|$)|\\"(?:\\\\(?:\\.|[^\\])|\\[^\\"]|[^\\])*(?:\\"|\\{0,3}$)|'(?:[^'\\\n]|\\.)*(?:'|$)|\[[^\]\n]*\]?|\{[^}\n]*\}?)"""), r"\1'[redacted]'"),
 ]
 
 _SECRETS = re.compile(r"""((?:api_key|api-key|apikey|hf_token|token|password|secret|authorization)['"]?\s{0,3}[=:]\s{0,3})"""
