@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -14,8 +15,9 @@ from typing import Callable
 
 def cli(*args: str, stdin: bytes | None = None, env: dict | None = None, timeout: float = 600) -> tuple[int, bytes, bytes]:
     """``python -m vllmlog ARGS`` with this interpreter (the venv the package was installed into)."""
-    r = subprocess.run([sys.executable, "-m", "vllmlog", *args], input=stdin, capture_output=True, timeout=timeout,
-                       env={**os.environ, "COLUMNS": "200", **(env or {})})
+    with tempfile.TemporaryDirectory() as cwd:  # default outputs (vllmlog-report.html, vllmlog-fleet/) land there
+        r = subprocess.run([sys.executable, "-m", "vllmlog", *args], input=stdin, capture_output=True, timeout=timeout,
+                           env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd)
     return r.returncode, r.stdout, r.stderr
 
 
