@@ -1,4 +1,4 @@
-"""Blind batches as regression (docs/diagnosis-accuracy.md): every case of tests/data/blind/blind4–20 through the
+"""Blind batches as regression (docs/diagnosis-accuracy.md): every case of tests/data/blind/blind4–23 through the
 diagnosis `vllmlog diagnose --json` prints (in process, to keep the suite fast), judged as bench/score_diagnosis.py
 judges it in its lenient form — the first incident at warning or above has the
 labelled (or an accepted) category; a healthy control has none. The misses still open are strict xfails naming

@@ -322,8 +322,14 @@ def _closed_loop(run_: list[Interval]) -> bool:
 
 
 def _full(run_: list[Interval]) -> bool:
-    """A limit kept the waiters out in every interval of the stretch: all seats taken or the KV cache full."""
-    return bool(run_) and all(x.binding in ("max_num_seqs", "kv_cache") for x in run_)
+    """A limit kept the waiters out throughout the stretch: all seats taken or the KV cache full — in at least half
+    of its intervals, and in the others the engine ran as many requests as the limit held (the cache filling up
+    under the same batch before it bound)."""
+    bound = {id(x) for x in run_ if x.binding in ("max_num_seqs", "kv_cache")}
+    if not run_ or len(bound) < len(run_) / 2:
+        return False
+    level = min(x.running for x in run_ if id(x) in bound)
+    return all(id(x) in bound or x.running >= level for x in run_)
 
 
 def _seats_wasted(run_: list[Interval]) -> bool:
@@ -585,13 +591,21 @@ def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
         # sequences with the same context: the same work per step); the reference is the upper quartile of what the
         # server did before at such a load — what it showed it can do, so a slow decline is measured from its best
         # sustained level, not from a median that declines with it
+        # an interval that prefilled several times what the reference intervals did spent its steps on prompts (a
+        # chunked prefill of long contexts shares each step with decoding): fewer generated tokens there are the
+        # prompt work, not a slowdown — it is neither slow nor a reference
         comps: dict[tuple[float, int], list[float]] = {}
+        prompts: dict[tuple[float, int], list[float]] = {}
         for x in busy:
             key = (x.running, _kv_bucket(x.kv))
             comp = comps.get(key)
             if comp is None:
                 comp = comps[key] = sorted(r.gen_tps for r in ref if _comparable(key, (r.running, _kv_bucket(r.kv))))
+                prompts[key] = sorted(r.prompt_tps for r in ref if _comparable(key, (r.running, _kv_bucket(r.kv))))
             level = comp[(3 * len(comp)) // 4] if len(comp) >= 3 else None
+            if level is not None and x.gen_tps < 0.5 * level and x.prompt_tps > 2 * max(
+                    prompts[key][len(prompts[key]) // 2], 0.25 * level):
+                continue
             if level is not None and x.gen_tps < 0.5 * level:
                 if not cur:
                     cur_ref = level
@@ -608,6 +622,7 @@ def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
                 for k, c in comps.items():
                     if _comparable(k, rk):
                         bisect.insort(c, x.gen_tps)
+                        bisect.insort(prompts[k], x.prompt_tps)
         if len(cur) >= 3:
             low += cur
             levels.append(cur_ref)
