@@ -52,7 +52,9 @@ def test_cli_stdin_alerts_match_diagnose(path: Path) -> None:
     for a in alerts:
         inc = incidents[a["code"]]
         assert (a["incident"], counts(a["message"]), a["severity"]) == (inc.id, counts(inc.headline), inc.severity.label)
-        assert a["remediation"] == inc.fixes
+        # (and the numbers its advice quotes — how many requests the KV cache holds of the mix seen so far)
+        digits = lambda xs: [re.sub(r"\d[\d,.]*", "#", x) for x in xs]  # noqa: E731
+        assert digits(a["remediation"]) == digits(inc.fixes)
 
 
 def test_library_stream_watcher_counts_and_alerts() -> None:
