@@ -45,6 +45,12 @@ def _ids_from_exit(f: dict[str, Any]) -> None:
         f["signal"] = "SIGABRT"
 
 
+def _ray_exit(f: dict[str, Any]) -> None:
+    # a process that vanished: no exit code is printed, and none other than a signal fits (killed_workers counts it)
+    if f.get("exit_type") == "SYSTEM_ERROR":
+        f["exit_code"] = None
+
+
 PATTERNS = [
     # ---- KV cache capacity at start-up ----
     LinePattern(
@@ -346,6 +352,22 @@ PATTERNS = [
         examples=["RayWorkerProc rank=1 died unexpectedly, shutting down executor."],
         doc="A Ray worker died.",
         source="v1",
+    ),
+    LinePattern(
+        id="ray.worker_system_error",
+        kind="worker_died",
+        prefix=None,
+        contains="A worker died or was killed while executing a task by an unexpected system error",
+        regex=r"A worker died or was killed while executing a task by an unexpected system error\.[^\n]{0,600}?"
+              r"Worker PID: (?P<pid>\d+)[^\n]{0,200}?Worker exit type: (?P<exit_type>[A-Z_]+)",
+        post=_ray_exit,
+        examples=["A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the "
+                  "problem, check the logs for the dead worker. RayTask ID: ffff Worker ID: 59b4 Node ID: fbad Worker IP "
+                  "address: 10.1.2.3 Worker port: 38471 Worker PID: 3566775 Worker exit type: SYSTEM_ERROR Worker exit "
+                  "detail: Worker unexpectedly exits with a connection error code 2. End of file."],
+        doc="Ray's raylet saw a worker process vanish without a Python error (SYSTEM_ERROR: a SIGKILL — most often the "
+            "kernel OOM killer — or a crash).",
+        source="ray",
     ),
     LinePattern(
         id="v1.worker_exception",

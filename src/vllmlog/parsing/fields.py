@@ -203,6 +203,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "pid": ("int", "", "process id"),
     "exit_code": ("int", "", "process exit code (-9 = SIGKILL, e.g. the OOM killer)"),
     "worker": ("str", "", "worker name"),
+    "exit_type": ("str", "", "Ray's worker exit type (SYSTEM_ERROR: the process vanished without a Python error)"),
     "rank": ("int", "", "distributed rank"),
     "needed_gib": ("float", "GiB", "memory needed"),
     "available_gib": ("float", "GiB", "memory available"),

@@ -114,8 +114,8 @@ class RejectedRequests(Rule):
 def _defaulted(max_tokens: int, prompt_tokens: int | None, lim: float) -> bool:
     """``max_tokens`` is the server's default, not the client's ask: vLLM sets it to what the context leaves after
     the prompt (``max_model_len - prompt``) when the request has none."""
-    if prompt_tokens is not None:
-        return max_tokens + prompt_tokens == lim
+    if prompt_tokens is not None:  # (within a few tokens: a client does not ask for the context to the token)
+        return abs(max_tokens + prompt_tokens - lim) <= max(64, 0.01 * lim)
     return lim - 4096 < max_tokens < lim
 
 

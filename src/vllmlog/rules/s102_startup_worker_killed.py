@@ -28,6 +28,9 @@ def killed_workers(v: u.ServerView, serving: bool) -> list:
             # says SIGKILL, so nothing says the OOM killer (a worker that died of its own error elsewhere, or was
             # killed for another reason) — a kernel OOM line is what would (E406 looks for it)
             continue
+        if serving and e.fields.get("exit_type"):
+            continue  # Ray's "died … by an unexpected system error" while serving: a crash as much as a kill — the
+            # engine's death is the finding, not host memory (at start-up, allocating memory, it is the likely kill)
         code = e.fields.get("exit_code")
         code = None if code in (None, "None") else int(u.num(code) or 0)
         if code not in KILLED or v.serving(e.line) != serving or v.in_shutdown(e.line):
