@@ -1,4 +1,4 @@
-"""Blind batches as regression (docs/diagnosis-accuracy.md): every case of tests/data/blind/blind4–23 through the
+"""Blind batches as regression (docs/diagnosis-accuracy.md): every case of tests/data/blind/blind4–25 through the
 diagnosis `vllmlog diagnose --json` prints (in process, to keep the suite fast), judged as bench/score_diagnosis.py
 judges it in its lenient form — the first incident at warning or above has the
 labelled (or an accepted) category; a healthy control has none. The misses still open are strict xfails naming
@@ -29,6 +29,14 @@ OPEN = {
     "blind15/14-v0-llama70b-chatui-stop-button-aborts": "a chat UI's stop-button aborts at varied ages named client_abort",
 
     "blind17/16-healthy-chat-ui-cancels-and-404": "a chat UI's stop-button aborts at varied ages named client_abort",
+    "blind24/01-ngram-spec-decode-high-concurrency-slow": "speculative decoding with low acceptance at a large batch: "
+                                                          "slower than no speculation, not seen from the rates alone",
+    "blind25/08-spec-decode-draft-low-acceptance-slow": "a draft model accepted a third of the time: slower than no "
+                                                        "speculation, not seen from the rates alone",
+    "blind25/09-trl-vllm-serve-prompt-over-max-model-len-stall": "TRL's /generate/ with one prompt over max_model_len "
+                                                                 "blocks the batch; the ValueError shows only at Ctrl-C",
+    "blind25/11-prodstack-router-routes-to-loading-pod-timeouts": "a router sending requests to a pod still loading: "
+                                                                  "the timeouts are the router's, the pod's log shows none",
     "blind20/05-t4-phi3-hangs-after-weight-load": "a log that ends on a start-up milestone, no time after it: INCOMPLETE, "
                                                   "not a hang (nothing in the log says how long it waited)",
 }
