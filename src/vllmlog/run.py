@@ -103,6 +103,11 @@ class ServerRun:
 SERVED_HOSTS_CAP = 64
 
 
+def client_host(client: Any) -> str | None:
+    """An access line's ``client`` (``10.0.0.7:51234``) → its host (``10.0.0.7``)."""
+    return str(client).rsplit(":", 1)[0] if client else None
+
+
 class EvictedJourneys:
     """Open requests the in-flight bound closed as unfinished while journeys are kept (``analyze``): folded into
     the counts the numbers show (``numbers.RequestStats``: 8 bytes a value) and counted per server run, never
@@ -449,9 +454,9 @@ class Pipeline:
                 if e.fields.get("method") == "POST":
                     srv.api_requests += 1
                     if st < 300 and len(srv.served_hosts) < SERVED_HOSTS_CAP:
-                        c = e.fields.get("client")
-                        if c:
-                            srv.served_hosts.add(str(c).rsplit(":", 1)[0])
+                        host = client_host(e.fields.get("client"))
+                        if host:
+                            srv.served_hosts.add(host)
                 self.http_paths[e.fields.get("path") or "?"] += 1
                 if st >= 400:
                     self._keep(e)

@@ -7,10 +7,10 @@ from typing import Any, Iterator
 from ..run import Run
 from ..capacity import sizing
 from ..state.config import server_config
+from ..state.model import KV_FULL
 from . import _util as u
 from . import advice
 from .base import Evidence, Finding, Rule, Severity
-from ..state.model import KV_FULL
 from .registry import register
 
 

@@ -65,8 +65,8 @@ class RejectedRequests(Rule):
             # (a max_tokens the server filled in — the context left after the prompt, when the client sets none —
             # asks for nothing: such a client overflows only with a prompt of the whole context)
             asked = [j.max_tokens for j in v.journeys if getattr(j, "max_tokens", None)]
-            own = [m for j, m in ((j, getattr(j, "max_tokens", None)) for j in v.journeys) if m and not (
-                lim and _defaulted(m, getattr(j, "prompt_tokens", None), lim))]
+            own = [j.max_tokens for j in v.journeys if getattr(j, "max_tokens", None) and not (
+                lim and _defaulted(j.max_tokens, getattr(j, "prompt_tokens", None), lim))]
             need = (lim - max(own)) if lim and own else (lim if lim and asked else None)
             no_ask = bool(asked) and not own
             long_shot = need is not None and lim and need >= 0.5 * lim and share >= 0.5

@@ -108,6 +108,7 @@ def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
     stop_ts = graceful.ts if graceful is not None and graceful.ts is not None else v.srv.end_ts
     typical = st.coverage.interval_s or 10.0
     quiet = max(6 * typical, 60.0)
+    short = max(3 * typical, 15.0)  # the silence that shows a stop while arrivals go on being logged (need_s)
 
     def arrivals(t0: Any, t1: Any) -> tuple[list[Any], list[Event]]:
         # requests the engine took (a 400 never reaches it: an idle V0 engine logs no stats while clients are refused)
@@ -138,7 +139,7 @@ def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             return max(3 * typical, 30.0)
         seen_to = max([t0] + [j.arrival_ts for j in js] + [e.ts for e in evs])
         if (seen_to - t0).total_seconds() >= 2.5 * typical and alone(key, t0, t1):
-            return max(3 * typical, 15.0)
+            return short
         return quiet
 
     finishes = sorted(j.finish_ts for j in v.journeys if j.finish_ts and j.status == "success")
@@ -162,7 +163,7 @@ def stalled(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
         for a, b in zip(xs, xs[1:]):
             if not a.busy or a.stuck:
                 continue
-            if (b.ts - a.ts).total_seconds() < min(quiet, max(3 * typical, 15.0)):
+            if (b.ts - a.ts).total_seconds() < short:
                 continue
             t0 = quiet_since(a, b.ts)
             gap = (b.ts - t0).total_seconds()
@@ -344,7 +345,7 @@ def _one_burst(run_: list[Interval]) -> bool:
     w = [x.waiting for x in run_]
     if len(w) < 3:
         return False
-    k = max(range(min(2, len(w))), key=lambda i: w[i])
+    k = 0 if w[0] >= w[1] else 1
     if max(w) > w[k]:
         return False
     steps = list(zip(w[k:], w[k + 1:]))
@@ -600,8 +601,9 @@ def slow(run: Run, st: ServiceState, opts: dict) -> Iterator[Symptom]:
             key = (x.running, _kv_bucket(x.kv))
             comp = comps.get(key)
             if comp is None:
-                comp = comps[key] = sorted(r.gen_tps for r in ref if _comparable(key, (r.running, _kv_bucket(r.kv))))
-                prompts[key] = sorted(r.prompt_tps for r in ref if _comparable(key, (r.running, _kv_bucket(r.kv))))
+                like = [r for r in ref if _comparable(key, (r.running, _kv_bucket(r.kv)))]
+                comp = comps[key] = sorted(r.gen_tps for r in like)
+                prompts[key] = sorted(r.prompt_tps for r in like)
             level = comp[(3 * len(comp)) // 4] if len(comp) >= 3 else None
             if level is not None and x.gen_tps < 0.5 * level and x.prompt_tps > 2 * max(
                     prompts[key][len(prompts[key]) // 2], 0.25 * level):

@@ -7,6 +7,7 @@ import re
 from typing import Any, TYPE_CHECKING, Callable, Iterator
 
 from ..rules import _util as u
+from ..run import client_host
 from ..rules.base import Severity
 from .base import Symptom, detector
 
@@ -144,17 +145,12 @@ def _misconfigured_client(acc: list[Event], rej: list[Event]) -> bool:
     return bool(codes) and codes <= {401, 403, 404}
 
 
-def _host(e: Event) -> str | None:
-    c = e.fields.get("client")
-    return str(c).rsplit(":", 1)[0] if c else None
-
-
 def _one_client(v: Any, acc: list[Event]) -> bool:
     """Every rejection answered one client host while at least two other hosts were served on the API: with no
     reason logged, a client's own bug (its request body) the server cannot say more about — below half of the
     traffic, a note. (When the server logs why — too long, a parameter over a limit — the rejection is named with
     its reason and stays an incident: the operator can act on it.)"""
-    hosts = {_host(e) for e in acc}
+    hosts = {client_host(e.fields.get("client")) for e in acc}
     if len(hosts) != 1 or None in hosts:
         return False
     bad = next(iter(hosts))
