@@ -212,7 +212,7 @@ class Pipeline:
         keep_journeys: bool = True,
         traces: Any = None,
     ) -> None:
-        self.journeys = JourneyBuilder(sink=journey_sink, keep=keep_journeys)
+        self.journeys = JourneyBuilder(sink=journey_sink, keep=keep_journeys, compact=True)
         self.evicted = EvictedJourneys() if keep_journeys else None
         if self.evicted is not None:
             self.journeys.evicted_sink = self.evicted.add  # memory bounded by max_open, not by the log's size

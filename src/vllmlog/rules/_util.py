@@ -162,7 +162,8 @@ class FileIndex:
     def by_request(self) -> dict[str, Journey]:
         """The file's journeys by request id (the last one of an id wins; computed once)."""
         if self._by_request is None:
-            self._by_request = {j.request_id: j for j in self.journeys}
+            index = getattr(self.journeys, "by_request", None)  # a JourneyTable range: an index, not a dict of rows
+            self._by_request = index() if index is not None else {j.request_id: j for j in self.journeys}
         return self._by_request
 
     def decode_kv_at_least(self, kv: float) -> tuple[DecodeSecond, ...]:
@@ -307,7 +308,21 @@ def _build_index(run: Run) -> RunIndex:
         for v in vs:
             v.in_file = fi
     by_server = {(v.file, v.index): v for v in views}
-    for j in run.journeys:
+    groups = getattr(run.journeys, "groups", None)
+    groups = groups() if groups is not None else None
+    if groups is not None:  # a JourneyTable: each server run's journeys are one range of it, each file's too
+        span: dict[str, list[int]] = {}
+        for f, srv, a, b in groups:
+            if f not in files:
+                files[f] = FileIndex()
+            sp = span.setdefault(f, [a, b])
+            sp[1] = b
+            v = by_server.get((f, srv))
+            if v is not None:
+                v.journeys = run.journeys[a:b]
+        for f, (a, b) in span.items():
+            files[f].journeys = run.journeys[a:b]
+    for j in (() if groups is not None else run.journeys):
         fi = files.get(j.file)
         if fi is None:
             fi = files[j.file] = FileIndex()
@@ -324,7 +339,7 @@ def _build_index(run: Run) -> RunIndex:
         if v is not None:
             v.decode.append(d)
     for fi in files.values():
-        fi.journeys, fi.decode = tuple(fi.journeys), tuple(fi.decode)
+        fi.journeys, fi.decode = (tuple(fi.journeys) if type(fi.journeys) is list else fi.journeys), tuple(fi.decode)
     by_kind: dict[str, list[Event]] = {}
     for e in run.notable:
         by_kind.setdefault(e.kind, []).append(e)
